@@ -1,0 +1,192 @@
+#ifndef MTSARRAY_HPP
+#define MTSARRAY_HPP
+// Header-only C++ layer over mtsarray.h: `mtsarray::Array` owns one mtsarray
+// array (move-only, destroyed with it) and throws `mtsarray::Error` where the
+// C API returns an error. Hand an array to metatensor with
+// `std::move(array).into_metatensor()` (a metatensor::MtsArray, accepted by
+// metatensor::TensorBlock and Labels) or `std::move(array).release()`.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <metatensor.h>
+#include <metatensor.hpp>
+
+#include "mtsarray.h"
+
+namespace mtsarray {
+
+/// Every error reported by mtsarray; a metatensor::Error so that code
+/// catching metatensor's errors catches ours too.
+class Error : public metatensor::Error {
+public:
+    explicit Error(const std::string& message) : metatensor::Error(message) {}
+};
+
+namespace details {
+inline void check(mts_status_t status) {
+    if (status != MTS_SUCCESS) {
+        const char* message = nullptr;
+        mts_last_error(&message, nullptr, nullptr);
+        throw Error(message == nullptr ? "mtsarray: unknown error" : message);
+    }
+}
+}  // namespace details
+
+/// The DLPack dtype of a C++ arithmetic type (float -> float32, ...).
+template <typename T>
+DLDataType dtype_of() {
+    return metatensor::details::dtype_of<T>();
+}
+
+/// The CPU device.
+inline DLDevice cpu() { return DLDevice{kDLCPU, 0}; }
+/// CUDA device `id`.
+inline DLDevice cuda(int32_t id = 0) { return DLDevice{kDLCUDA, id}; }
+/// ROCm device `id`.
+inline DLDevice rocm(int32_t id = 0) { return DLDevice{kDLROCM, id}; }
+
+/// Whether arrays on `type` can be made in this process (backend compiled
+/// in and a device present).
+inline bool backend_available(DLDeviceType type) {
+    bool available = false;
+    details::check(mtsarray_backend_available(type, &available));
+    return available;
+}
+
+class Array {
+public:
+    /// Takes ownership of an mts_array_t made by mtsarray; throws Error (and
+    /// leaves `array` alone) if it is not one of ours.
+    explicit Array(mts_array_t array) {
+        bool ours = false;
+        details::check(mtsarray_is_mtsarray(&array, &ours));
+        if (!ours) {
+            throw Error("mtsarray::Array: this mts_array_t was not made by mtsarray");
+        }
+        array_ = array;
+    }
+
+    /// Zero-filled array (mtsarray_zeros).
+    static Array zeros(DLDevice device, DLDataType dtype, const std::vector<uintptr_t>& shape) {
+        mts_array_t array = {};
+        details::check(mtsarray_zeros(device, dtype, shape.data(), shape.size(), &array));
+        return Array(array, Adopt{});
+    }
+
+    /// Array filled with `value` (mtsarray_full).
+    template <typename T>
+    static Array full(DLDevice device, const std::vector<uintptr_t>& shape, T value) {
+        mts_array_t array = {};
+        details::check(mtsarray_full(device, dtype_of<T>(), shape.data(), shape.size(), &value, &array));
+        return Array(array, Adopt{});
+    }
+
+    /// Zero-copy view of existing memory (mtsarray_wrap): `deleter(context)`
+    /// runs once when the array and all its DLPack exports are gone.
+    static Array wrap(void* data, DLDevice device, DLDataType dtype, const std::vector<uintptr_t>& shape,
+                      void (*deleter)(void*) = nullptr, void* context = nullptr) {
+        mts_array_t array = {};
+        details::check(mtsarray_wrap(data, device, dtype, shape.data(), shape.size(), deleter, context, &array));
+        return Array(array, Adopt{});
+    }
+
+    /// Import a DLPack tensor (always takes ownership of it).
+    static Array from_dlpack(DLManagedTensorVersioned* tensor) {
+        mts_array_t array = {};
+        details::check(mtsarray_from_dlpack(tensor, &array));
+        return Array(array, Adopt{});
+    }
+
+    ~Array() { reset(); }
+    Array(const Array&) = delete;
+    Array& operator=(const Array&) = delete;
+    Array(Array&& other) noexcept : array_(other.array_) { other.array_ = {}; }
+    Array& operator=(Array&& other) noexcept {
+        if (this != &other) {
+            reset();
+            array_ = other.array_;
+            other.array_ = {};
+        }
+        return *this;
+    }
+
+    /// Deep copy onto `device` (the `copy` callback).
+    Array copy(DLDevice device) const {
+        mts_array_t array = {};
+        details::check(array_.copy(array_.ptr, device, &array));
+        return Array(array, Adopt{});
+    }
+
+    DLDevice device() const {
+        DLDevice device = {};
+        details::check(array_.device(array_.ptr, &device));
+        return device;
+    }
+
+    DLDataType dtype() const {
+        DLDataType dtype = {};
+        details::check(array_.dtype(array_.ptr, &dtype));
+        return dtype;
+    }
+
+    std::vector<uintptr_t> shape() const {
+        const uintptr_t* shape = nullptr;
+        uintptr_t count = 0;
+        details::check(array_.shape(array_.ptr, &shape, &count));
+        return std::vector<uintptr_t>(shape, shape + count);
+    }
+
+    /// Pointer to the first element, on the array's device.
+    void* data() const {
+        void* data = nullptr;
+        details::check(mtsarray_data(&array_, &data));
+        return data;
+    }
+
+    /// The work stream's DLPack number (-1 on CPU).
+    int64_t stream() const {
+        int64_t stream = 0;
+        details::check(mtsarray_get_stream(&array_, &stream));
+        return stream;
+    }
+
+    /// Queue later work on `stream` (a DLPack stream number), after the work
+    /// already queued.
+    void set_stream(int64_t stream) { details::check(mtsarray_set_stream(&array_, stream)); }
+
+    /// Wait for all work queued on the array.
+    void synchronize() const { details::check(mtsarray_synchronize(&array_)); }
+
+    /// The underlying mts_array_t, still owned by this Array.
+    const mts_array_t& get() const noexcept { return array_; }
+
+    /// Gives up ownership: the caller (or metatensor) must destroy it.
+    mts_array_t release() && noexcept {
+        auto array = array_;
+        array_ = {};
+        return array;
+    }
+
+    /// Hands the array to metatensor's C++ API.
+    metatensor::MtsArray into_metatensor() && { return metatensor::MtsArray(std::move(*this).release()); }
+
+private:
+    struct Adopt {};
+    Array(mts_array_t array, Adopt) noexcept : array_(array) {}
+
+    void reset() noexcept {
+        if (array_.destroy != nullptr) {
+            array_.destroy(array_.ptr);
+        }
+        array_ = {};
+    }
+
+    mts_array_t array_ = {};
+};
+
+}  // namespace mtsarray
+
+#endif  // MTSARRAY_HPP

@@ -1,0 +1,127 @@
+#include "array.hpp"
+
+#include <limits>
+#include <utility>
+
+#include "array_registry.hpp"
+#include "backend_registry.hpp"
+#include "device.hpp"
+#include "dtype.hpp"
+#include "error.hpp"
+
+namespace mtsarray {
+
+size_t checked_element_count(const std::vector<uintptr_t>& shape, size_t element_size) {
+    size_t count = 1;
+    bool overflow = false;
+    for (auto dimension : shape) {
+        if (dimension != 0 && count > std::numeric_limits<size_t>::max() / dimension) {
+            overflow = true;
+        }
+        count *= dimension;
+    }
+    // an empty array never overflows, whatever its other dimensions
+    if (count == 0) {
+        return 0;
+    }
+    MTSARRAY_EXPECTS(!overflow && count <= std::numeric_limits<size_t>::max() / element_size,
+                     "shape " + describe_shape(shape) + " is too large: its size in bytes overflows");
+    return count;
+}
+
+std::string describe_shape(const std::vector<uintptr_t>& shape) {
+    std::string text = "[";
+    for (size_t i = 0; i < shape.size(); i++) {
+        text += (i == 0 ? "" : ", ") + std::to_string(shape[i]);
+    }
+    return text + "]";
+}
+
+std::unique_ptr<Array> Array::allocate(DLDataType dtype, std::vector<uintptr_t> shape,
+                                       const Stream& stream) {
+    check_dtype(dtype);
+    const size_t bytes = checked_element_count(shape, element_size(dtype)) * element_size(dtype);
+    auto buffer = Buffer::allocate(stream, bytes);
+    return std::make_unique<Array>(std::move(buffer), dtype, std::move(shape), stream);
+}
+
+Array::Array(std::shared_ptr<Buffer> buffer, DLDataType dtype, std::vector<uintptr_t> shape,
+             Stream stream)
+    : buffer_(std::move(buffer)), dtype_(dtype), shape_(std::move(shape)), stream_(stream) {
+    register_array(this);
+}
+
+Array::~Array() {
+    unregister_array(this);
+    buffer_->set_release_stream(stream_);
+}
+
+Array& Array::from_handle(const void* handle, const char* role) {
+    MTSARRAY_EXPECTS(handle != nullptr, std::string(role) + " array is NULL");
+    MTSARRAY_EXPECTS(is_registered_array(handle),
+                     std::string(role) + " array was not made by mtsarray (or was already "
+                                         "destroyed): mtsarray can only operate on its own arrays");
+    return *static_cast<Array*>(const_cast<void*>(handle));
+}
+
+size_t Array::size() const noexcept {
+    size_t count = 1;
+    for (auto dimension : shape_) {
+        count *= dimension;
+    }
+    return count;
+}
+
+size_t Array::nbytes() const noexcept {
+    return size() * element_size(dtype_);
+}
+
+void Array::set_stream(const Stream& stream) {
+    MTSARRAY_EXPECTS(same_device(stream.device(), device()),
+                     "stream " + stream.describe() + " is not on the array's device");
+    if (stream == stream_) {
+        return;
+    }
+    if (!stream.is_none() && !stream_.is_none()) {
+        memory_backend().wait(stream, stream_);
+    }
+    stream_ = stream;
+    buffer_->set_release_stream(stream_);
+}
+
+void Array::reshape(std::vector<uintptr_t> shape) {
+    const size_t count = checked_element_count(shape, element_size(dtype_));
+    MTSARRAY_EXPECTS(count == size(), "can not reshape to " + describe_shape(shape) + " (" +
+                                          std::to_string(count) + " elements), the array has " +
+                                          std::to_string(size()) + " elements");
+    shape_ = std::move(shape);
+}
+
+void Array::replace_data(std::shared_ptr<Buffer> buffer, std::vector<uintptr_t> shape) {
+    buffer_->set_release_stream(stream_);
+    buffer_ = std::move(buffer);
+    shape_ = std::move(shape);
+}
+
+const Backend& Array::memory_backend() const {
+    return mtsarray::memory_backend(device().device_type);
+}
+
+const Backend& Array::compute_backend() const {
+    return mtsarray::compute_backend(device().device_type);
+}
+
+void Array::prepare_host_access() const {
+    // host-accessible memory has no work stream of its own (Stream::default_for)
+    // unless a GPU stream was given to it; then its queued work must finish
+    if (device().device_type != kDLCPU && !stream_.is_none()) {
+        memory_backend().synchronize(stream_);
+    }
+}
+
+std::string Array::describe() const {
+    return dtype_name(dtype_) + " array of shape " + describe_shape(shape_) + " on " +
+           mtsarray::describe(device());
+}
+
+}  // namespace mtsarray

@@ -1,0 +1,80 @@
+#pragma once
+// Array: the object behind every mts_array_t that mtsarray makes. A shape
+// and dtype over a reference-counted Buffer on one device, plus the work
+// stream all its operations are queued on. Data is always C-contiguous.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <metatensor.h>
+
+#include "backend.hpp"
+#include "buffer.hpp"
+#include "stream.hpp"
+
+namespace mtsarray {
+
+class Array {
+public:
+    /// Uninitialised memory for `shape` elements of `dtype`, allocated on
+    /// `stream` (which also gives the device). Validates dtype and shape.
+    static std::unique_ptr<Array> allocate(DLDataType dtype, std::vector<uintptr_t> shape,
+                                           const Stream& stream);
+
+    /// An array over existing memory (wrap, zero-copy import).
+    Array(std::shared_ptr<Buffer> buffer, DLDataType dtype, std::vector<uintptr_t> shape,
+          Stream stream);
+    ~Array();
+    Array(const Array&) = delete;
+    Array& operator=(const Array&) = delete;
+
+    /// The live Array behind `handle` (an mts_array_t's ptr); throws Error
+    /// when it is not one of ours (a foreign or destroyed array).
+    static Array& from_handle(const void* handle, const char* role);
+
+    DLDevice device() const noexcept { return buffer_->device(); }
+    DLDataType dtype() const noexcept { return dtype_; }
+    const std::vector<uintptr_t>& shape() const noexcept { return shape_; }
+    size_t size() const noexcept;    // elements
+    size_t nbytes() const noexcept;  // bytes of data
+    void* data() const noexcept { return buffer_->data(); }
+    const std::shared_ptr<Buffer>& buffer() const noexcept { return buffer_; }
+    const Stream& stream() const noexcept { return stream_; }
+
+    /// Switches the work stream; the new stream first waits for the work
+    /// queued on the old one (device-side, the host does not block).
+    void set_stream(const Stream& stream);
+
+    /// Same number of elements, new shape (no data movement).
+    void reshape(std::vector<uintptr_t> shape);
+
+    /// Points the array at new data (swap_axes writes into a new buffer).
+    void replace_data(std::shared_ptr<Buffer> buffer, std::vector<uintptr_t> shape);
+
+    /// The backend owning this array's memory / the one computing on it.
+    const Backend& memory_backend() const;
+    const Backend& compute_backend() const;
+
+    /// For host-accessible GPU memory, waits for the work stream so that the
+    /// CPU implementation can touch the data. No-op for plain CPU memory.
+    void prepare_host_access() const;
+
+    /// "float64 array of shape [3, 4] on cuda:0", for messages.
+    std::string describe() const;
+
+private:
+    std::shared_ptr<Buffer> buffer_;
+    DLDataType dtype_;
+    std::vector<uintptr_t> shape_;
+    Stream stream_;
+};
+
+/// Number of elements in `shape`; throws Error when the byte size of such an
+/// array of `element_size` would overflow.
+size_t checked_element_count(const std::vector<uintptr_t>& shape, size_t element_size);
+
+/// "[3, 4]" / "[]" for messages.
+std::string describe_shape(const std::vector<uintptr_t>& shape);
+
+}  // namespace mtsarray

@@ -1,0 +1,92 @@
+#include <memory>
+#include <new>
+#include <string>
+
+#include "backend_registry.hpp"
+#include "device.hpp"
+#include "error.hpp"
+#include "operations.hpp"
+
+namespace mtsarray {
+
+namespace {
+
+// One allocation holds the managed tensor, the reference to the data and
+// (right after it) the shape and strides, so that the export owns all of
+// them and a single deleter call releases everything.
+struct Export {
+    DLManagedTensorVersioned managed;
+    std::shared_ptr<Buffer> buffer;
+
+    int64_t* dimensions() noexcept { return reinterpret_cast<int64_t*>(this + 1); }
+
+    static void deleter(DLManagedTensorVersioned* self) noexcept {
+        auto* holder = static_cast<Export*>(self->manager_ctx);
+        holder->~Export();
+        ::operator delete(holder);
+    }
+};
+static_assert(alignof(Export) >= alignof(int64_t), "shape and strides follow Export in memory");
+
+DLManagedTensorVersioned* make_export(std::shared_ptr<Buffer> buffer, DLDataType dtype,
+                                      const std::vector<uintptr_t>& shape, uint64_t flags) {
+    const size_t ndim = shape.size();
+    void* memory = ::operator new(sizeof(Export) + 2 * ndim * sizeof(int64_t));
+    auto* holder = new (memory) Export{};
+    holder->buffer = std::move(buffer);
+
+    int64_t* dimensions = holder->dimensions();
+    int64_t* strides = dimensions + ndim;
+    const auto contiguous = contiguous_strides(shape);
+    for (size_t axis = 0; axis < ndim; axis++) {
+        dimensions[axis] = static_cast<int64_t>(shape[axis]);
+        strides[axis] = contiguous[axis];
+    }
+
+    auto& managed = holder->managed;
+    managed.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    managed.manager_ctx = holder;
+    managed.deleter = Export::deleter;
+    managed.flags = flags;
+    managed.dl_tensor.data = holder->buffer->data();
+    managed.dl_tensor.device = holder->buffer->device();
+    managed.dl_tensor.ndim = static_cast<int32_t>(ndim);
+    managed.dl_tensor.dtype = dtype;
+    managed.dl_tensor.shape = dimensions;
+    managed.dl_tensor.strides = strides;  // never NULL (DLPack >= 1.2)
+    managed.dl_tensor.byte_offset = 0;
+    return &managed;
+}
+
+}  // namespace
+
+DLManagedTensorVersioned* as_dlpack(const Array& array, DLDevice device, const int64_t* stream,
+                                    DLPackVersion max_version) {
+    MTSARRAY_EXPECTS(max_version.major == DLPACK_MAJOR_VERSION,
+                     "the consumer supports DLPack " + std::to_string(max_version.major) + "." +
+                         std::to_string(max_version.minor) + ", mtsarray only exports DLPack " +
+                         std::to_string(DLPACK_MAJOR_VERSION) + ".x");
+    check_device_usable(device);
+    // the consumer's stream lives on the device it asked for
+    const Stream consumer = stream == nullptr ? Stream::default_for(device)
+                                              : Stream::parse(device, *stream, /*allow_none=*/true);
+
+    if (same_device(device, array.device())) {
+        if (!consumer.is_none() && !array.stream().is_none()) {
+            array.memory_backend().wait(consumer, array.stream());
+        } else if (consumer.is_none() && stream == nullptr) {
+            // a host consumer of host-accessible GPU memory reads it now
+            array.prepare_host_access();
+        }
+        return make_export(array.buffer(), array.dtype(), array.shape(), 0);
+    }
+
+    // another device: a copy, queued on the consumer's stream (or the
+    // device's default stream when the consumer wants no synchronisation)
+    const Stream destination = consumer.is_none() ? Stream::default_for(device) : consumer;
+    auto buffer = Buffer::allocate(destination, array.nbytes());
+    transfer(buffer->data(), destination, array.data(), array.stream(), array.nbytes());
+    return make_export(std::move(buffer), array.dtype(), array.shape(), DLPACK_FLAG_BITMASK_IS_COPIED);
+}
+
+}  // namespace mtsarray

@@ -1,0 +1,34 @@
+#pragma once
+// Which backend serves which DLPack device type. Adding a backend means one
+// factory declaration and one line in backend_registry.cpp.
+
+#include <string>
+
+#include <metatensor.h>
+
+#include "backend.hpp"
+
+namespace mtsarray {
+
+/// The backend that owns memory of `type`: allocation, free, streams and
+/// synchronisation (the CUDA backend for kDLCUDAHost and kDLCUDAManaged).
+/// Throws Error naming the cause when it was not compiled in.
+const Backend& memory_backend(DLDeviceType type);
+
+/// The backend that computes on memory of `type`: the CPU backend for every
+/// host-accessible type, the memory backend otherwise.
+const Backend& compute_backend(DLDeviceType type);
+
+/// Throws Error naming the cause unless `device` can be used right now
+/// (backend compiled in, driver present, device id in range).
+void check_device_usable(DLDevice device);
+
+/// "" when `type` can be used, otherwise why not.
+std::string unavailable_reason(DLDeviceType type);
+
+// Backend factories: each returns a process-wide instance.
+const Backend& cpu_backend();
+const Backend& cuda_backend();  // only defined when MTSARRAY_HAS_CUDA
+const Backend& hip_backend();   // only defined when MTSARRAY_HAS_HIP
+
+}  // namespace mtsarray

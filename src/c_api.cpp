@@ -1,0 +1,160 @@
+// The public C API (include/mtsarray.h). Every function runs through `guard`
+// and leaves its outputs untouched on error.
+
+#include "mtsarray.h"
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend_registry.hpp"
+#include "c_boundary.hpp"
+#include "callbacks.hpp"
+#include "device.hpp"
+#include "dtype.hpp"
+#include "error.hpp"
+#include "operations.hpp"
+
+using namespace mtsarray;
+
+namespace {
+
+auto context(const char* function) {
+    return [function]() { return std::string(function); };
+}
+
+template <typename Pointer>
+void check_argument(Pointer* pointer, const char* name) {
+    MTSARRAY_EXPECTS(pointer != nullptr, std::string(name) + " is NULL");
+}
+
+std::vector<uintptr_t> shape_from(const uintptr_t* shape, uintptr_t count) {
+    MTSARRAY_EXPECTS(shape != nullptr || count == 0, "shape is NULL with shape_count = " + std::to_string(count));
+    return std::vector<uintptr_t>(shape, shape + count);
+}
+
+Array& array_of(const mts_array_t* array) {
+    check_argument(array, "array");
+    MTSARRAY_EXPECTS(is_mtsarray(*array), "array was not made by mtsarray (or was already destroyed)");
+    return *static_cast<Array*>(array->ptr);
+}
+
+}  // namespace
+
+extern "C" {
+
+mts_status_t mtsarray_zeros(DLDevice device, DLDataType dtype, const uintptr_t* shape, uintptr_t shape_count,
+                            mts_array_t* array) {
+    return guard(context("mtsarray_zeros"), [&] {
+        check_argument(array, "array");
+        const unsigned char zero[max_element_size] = {};
+        *array = to_mts_array(make_filled(dtype, shape_from(shape, shape_count), zero, Stream::default_for(device)));
+    });
+}
+
+mts_status_t mtsarray_full(DLDevice device, DLDataType dtype, const uintptr_t* shape, uintptr_t shape_count,
+                           const void* value, mts_array_t* array) {
+    return guard(context("mtsarray_full"), [&] {
+        check_argument(array, "array");
+        check_argument(value, "value");
+        *array = to_mts_array(make_filled(dtype, shape_from(shape, shape_count), value, Stream::default_for(device)));
+    });
+}
+
+mts_status_t mtsarray_wrap(void* data, DLDevice device, DLDataType dtype, const uintptr_t* shape,
+                           uintptr_t shape_count, void (*deleter)(void* context), void* context_pointer,
+                           mts_array_t* array) {
+    return guard(context("mtsarray_wrap"), [&] {
+        check_argument(array, "array");
+        check_dtype(dtype);
+        check_device_usable(device);
+        auto dimensions = shape_from(shape, shape_count);
+        const size_t count = checked_element_count(dimensions, element_size(dtype));
+        MTSARRAY_EXPECTS(data != nullptr || count == 0, "data is NULL for a non-empty array");
+        // the deleter is only ours once everything above succeeded
+        auto buffer = Buffer::external(data, count * element_size(dtype), device, [deleter, context_pointer]() {
+            if (deleter != nullptr) {
+                deleter(context_pointer);
+            }
+        });
+        auto wrapped = std::make_unique<Array>(std::move(buffer), dtype, std::move(dimensions),
+                                               Stream::default_for(device));
+        *array = to_mts_array(std::move(wrapped));
+    });
+}
+
+mts_status_t mtsarray_from_dlpack(DLManagedTensorVersioned* tensor, mts_array_t* array) {
+    return guard(context("mtsarray_from_dlpack"), [&] {
+        auto imported = from_dlpack(tensor);  // owns the tensor, even on error
+        check_argument(array, "array");
+        *array = to_mts_array(std::move(imported));
+    });
+}
+
+mts_status_t mtsarray_set_stream(const mts_array_t* array, int64_t stream) {
+    return guard(context("mtsarray_set_stream"), [&] {
+        auto& target = array_of(array);
+        target.set_stream(Stream::parse(target.device(), stream));
+    });
+}
+
+mts_status_t mtsarray_get_stream(const mts_array_t* array, int64_t* stream) {
+    return guard(context("mtsarray_get_stream"), [&] {
+        check_argument(stream, "stream");
+        *stream = array_of(array).stream().number();
+    });
+}
+
+mts_status_t mtsarray_synchronize(const mts_array_t* array) {
+    return guard(context("mtsarray_synchronize"), [&] {
+        const auto& target = array_of(array);
+        if (!target.stream().is_none()) {
+            target.memory_backend().synchronize(target.stream());
+        }
+    });
+}
+
+mts_status_t mtsarray_data(const mts_array_t* array, void** data) {
+    return guard(context("mtsarray_data"), [&] {
+        check_argument(data, "data");
+        *data = array_of(array).data();
+    });
+}
+
+mts_status_t mtsarray_is_mtsarray(const mts_array_t* array, bool* result) {
+    return guard(context("mtsarray_is_mtsarray"), [&] {
+        check_argument(array, "array");
+        check_argument(result, "result");
+        *result = is_mtsarray(*array);
+    });
+}
+
+mts_status_t mtsarray_backend_available(DLDeviceType device_type, bool* available) {
+    return guard(context("mtsarray_backend_available"), [&] {
+        check_argument(available, "available");
+        *available = unavailable_reason(device_type).empty();
+    });
+}
+
+const char* mtsarray_backend_unavailable_reason(DLDeviceType device_type) {
+    // one message per device type, computed once and kept for the program's life
+    static std::mutex mutex;
+    static auto* reasons = new std::map<int, std::string>();
+    try {
+        std::lock_guard<std::mutex> lock(mutex);
+        auto found = reasons->find(device_type);
+        if (found == reasons->end()) {
+            found = reasons->emplace(device_type, unavailable_reason(device_type)).first;
+        }
+        return found->second.c_str();
+    } catch (...) {
+        return "could not determine the backend's availability";
+    }
+}
+
+const char* mtsarray_version(void) {
+    return MTSARRAY_VERSION;
+}
+
+}  // extern "C"

@@ -1,0 +1,40 @@
+#pragma once
+// The C boundary: every mts_array_t callback and every mtsarray_* function
+// runs its body through `guard`, which catches everything, sets the last
+// error (origin "mtsarray", the exception_ptr as data so that C++ callers get
+// the original exception back) and returns a status. Nothing throws or aborts
+// across the boundary.
+
+#include <exception>
+#include <string>
+
+#include <metatensor.h>
+
+namespace mtsarray {
+
+/// Origin string of every error mtsarray sets.
+constexpr const char* error_origin = "mtsarray";
+
+/// Records the exception being handled as the last error, prefixed with
+/// `context` ("mtsarray_zeros", "move_data on float64 array [3, 4] on cpu").
+mts_status_t set_last_error_from_current_exception(const std::string& context) noexcept;
+
+/// Runs `body()`; MTS_SUCCESS, or MTS_CALLBACK_ERROR with the last error set
+/// as "<context()>: <what()>". `context` is only called on failure.
+template <typename Body, typename Context>
+mts_status_t guard(Context&& context, Body&& body) noexcept {
+    try {
+        body();
+        return MTS_SUCCESS;
+    } catch (...) {
+        std::string prefix;
+        try {
+            prefix = context();
+        } catch (...) {
+            prefix = "mtsarray";
+        }
+        return set_last_error_from_current_exception(prefix);
+    }
+}
+
+}  // namespace mtsarray

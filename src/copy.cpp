@@ -1,0 +1,82 @@
+#include <string>
+#include <vector>
+
+#include "backend_registry.hpp"
+#include "device.hpp"
+#include "dtype.hpp"
+#include "error.hpp"
+#include "operations.hpp"
+
+namespace mtsarray {
+
+namespace {
+
+// Host-accessible memory with a GPU stream attached must see that stream's
+// work finished before the host touches it.
+void finish_pending(const Stream& stream) {
+    if (!stream.is_none() && stream.device().device_type != kDLCPU) {
+        memory_backend(stream.device().device_type).synchronize(stream);
+    }
+}
+
+}  // namespace
+
+void transfer(void* destination, const Stream& destination_stream, const void* source,
+              const Stream& source_stream, size_t bytes) {
+    if (bytes == 0) {
+        return;
+    }
+    const auto source_type = source_stream.device().device_type;
+    const auto destination_type = destination_stream.device().device_type;
+    const bool source_on_host = is_host_accessible(source_type);
+    const bool destination_on_host = is_host_accessible(destination_type);
+
+    if (source_on_host && destination_on_host) {
+        finish_pending(source_stream);
+        finish_pending(destination_stream);
+        cpu_backend().copy(source_stream, destination, source, bytes);
+        return;
+    }
+    if (source_on_host) {
+        finish_pending(source_stream);
+        memory_backend(destination_type).copy_from_host(destination_stream, destination, source, bytes);
+        return;
+    }
+    const auto& source_backend = memory_backend(source_type);
+    if (destination_on_host) {
+        finish_pending(destination_stream);
+        source_backend.copy_to_host(source_stream, destination, source, bytes);
+        source_backend.synchronize(source_stream);
+        return;
+    }
+    const auto& destination_backend = memory_backend(destination_type);
+    if (&source_backend == &destination_backend) {
+        // same runtime: a device-to-device (or peer) copy ordered after the
+        // source's work, then the destination's stream waits for it
+        source_backend.copy_peer(source_stream, destination, destination_stream.device(), source, bytes);
+        destination_backend.wait(destination_stream, source_stream);
+        return;
+    }
+    // two different GPU runtimes (CUDA <-> ROCm) only meet through the host
+    std::vector<unsigned char> staging(bytes);
+    source_backend.copy_to_host(source_stream, staging.data(), source, bytes);
+    source_backend.synchronize(source_stream);
+    destination_backend.copy_from_host(destination_stream, destination, staging.data(), bytes);
+    destination_backend.synchronize(destination_stream);
+}
+
+std::unique_ptr<Array> copy_to_device(const Array& source, DLDevice device) {
+    check_device_usable(device);
+    if (same_device(device, source.device())) {
+        auto copy = Array::allocate(source.dtype(), source.shape(), source.stream());
+        source.prepare_host_access();
+        source.compute_backend().copy(source.stream(), copy->data(), source.data(), source.nbytes());
+        return copy;
+    }
+    const auto stream = Stream::default_for(device);
+    auto copy = Array::allocate(source.dtype(), source.shape(), stream);
+    transfer(copy->data(), stream, source.data(), source.stream(), source.nbytes());
+    return copy;
+}
+
+}  // namespace mtsarray

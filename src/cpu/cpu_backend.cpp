@@ -1,0 +1,110 @@
+// The CPU backend: synchronous work on host memory. It also computes on
+// every host-accessible GPU memory type (pinned, managed), see
+// backend_registry.cpp.
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backend_registry.hpp"
+#include "cpu/fill.hpp"
+#include "cpu/strided_copy.hpp"
+#include "device.hpp"
+#include "error.hpp"
+
+namespace mtsarray {
+
+namespace {
+
+// Cache-line alignment: enough for any element and for vector loads.
+constexpr size_t host_alignment = 64;
+
+class CpuBackend final : public Backend {
+public:
+    const char* name() const noexcept override { return "cpu"; }
+
+    void check_device(DLDevice device) const override {
+        MTSARRAY_EXPECTS(device.device_type == kDLCPU,
+                         "the CPU backend does not handle " + describe(device));
+        MTSARRAY_EXPECTS(device.device_id == 0,
+                         "invalid CPU device id " + std::to_string(device.device_id) + ", expected 0");
+    }
+
+    bool available() const noexcept override { return true; }
+
+    void* allocate(const Stream& stream, size_t bytes) const override {
+        check_device(stream.device());
+        // aligned_alloc wants a multiple of the alignment, and never 0 bytes
+        const size_t rounded = bytes == 0 ? host_alignment
+                                          : (bytes + host_alignment - 1) / host_alignment * host_alignment;
+        if (rounded < bytes) {
+            throw OutOfMemory("can not allocate " + std::to_string(bytes) + " bytes on the CPU");
+        }
+        void* data = std::aligned_alloc(host_alignment, rounded);
+        if (data == nullptr) {
+            throw OutOfMemory("could not allocate " + std::to_string(bytes) + " bytes on the CPU");
+        }
+        return data;
+    }
+
+    void deallocate(const Stream&, void* data, size_t) const noexcept override { std::free(data); }
+
+    void fill(const Stream&, void* data, size_t count, const void* value,
+              size_t element_size) const override {
+        cpu::fill(data, count, value, element_size);
+    }
+
+    void copy(const Stream&, void* destination, const void* source, size_t bytes) const override {
+        if (bytes != 0) {
+            std::memcpy(destination, source, bytes);
+        }
+    }
+
+    void move_data(const Stream&, void* output, const void* input, const MovePlan& plan) const override {
+        auto* out = static_cast<unsigned char*>(output);
+        const auto* in = static_cast<const unsigned char*>(input);
+        const auto input_stride = plan.input_row_stride();
+        const auto output_stride = plan.output_row_stride();
+        for (const auto& run : plan.runs()) {
+            auto* destination = out + run.output_offset;
+            const auto* source = in + run.input_offset;
+            for (uint64_t row = 0; row < run.rows; row++) {
+                std::memcpy(destination, source, run.bytes);
+                destination += output_stride;
+                source += input_stride;
+            }
+        }
+    }
+
+    void strided_copy(const Stream&, void* destination, const StridedView& source) const override {
+        cpu::strided_copy(destination, source);
+    }
+
+    void copy_to_host(const Stream&, void* host_destination, const void* source,
+                      size_t bytes) const override {
+        copy(Stream::default_for(cpu_device()), host_destination, source, bytes);
+    }
+
+    void copy_from_host(const Stream&, void* destination, const void* host_source,
+                        size_t bytes) const override {
+        copy(Stream::default_for(cpu_device()), destination, host_source, bytes);
+    }
+
+    void copy_peer(const Stream&, void* destination, DLDevice, const void* source,
+                   size_t bytes) const override {
+        copy(Stream::default_for(cpu_device()), destination, source, bytes);
+    }
+
+    // host work is synchronous: there is never anything to wait for
+    void wait(const Stream&, const Stream&) const override {}
+    void synchronize(const Stream&) const override {}
+};
+
+}  // namespace
+
+const Backend& cpu_backend() {
+    static const CpuBackend instance;
+    return instance;
+}
+
+}  // namespace mtsarray

@@ -1,0 +1,89 @@
+#include <cstring>
+#include <string>
+
+#include "backend_registry.hpp"
+#include "device.hpp"
+#include "dlpack_owner.hpp"
+#include "dtype.hpp"
+#include "error.hpp"
+#include "operations.hpp"
+
+namespace mtsarray {
+
+namespace {
+
+// Destroys an mts_array_t handed to us when the scope ends, error or not.
+class ArrayOwner {
+public:
+    explicit ArrayOwner(mts_array_t array) : array_(array) {}
+    ~ArrayOwner() {
+        if (array_.destroy != nullptr) {
+            array_.destroy(array_.ptr);
+        }
+    }
+    ArrayOwner(const ArrayOwner&) = delete;
+    ArrayOwner& operator=(const ArrayOwner&) = delete;
+    const mts_array_t& get() const { return array_; }
+
+private:
+    mts_array_t array_;
+};
+
+std::string last_error_message() {
+    const char* message = nullptr;
+    mts_last_error(&message, nullptr, nullptr);
+    return message == nullptr ? "unknown error" : message;
+}
+
+}  // namespace
+
+std::unique_ptr<Array> make_filled(DLDataType dtype, std::vector<uintptr_t> shape, const void* value,
+                                   const Stream& stream) {
+    check_dtype(dtype);
+    check_device_usable(stream.device());
+    MTSARRAY_EXPECTS(value != nullptr, "the fill value is NULL");
+    // the caller's value may be reused as soon as we return: keep a copy
+    unsigned char pattern[max_element_size];
+    std::memcpy(pattern, value, element_size(dtype));
+
+    auto array = Array::allocate(dtype, std::move(shape), stream);
+    array->prepare_host_access();
+    array->compute_backend().fill(stream, array->data(), array->size(), pattern, element_size(dtype));
+    return array;
+}
+
+std::unique_ptr<Array> create_like(const Array& prototype, std::vector<uintptr_t> shape,
+                                   mts_array_t fill_value) {
+    ArrayOwner owner(fill_value);
+    MTSARRAY_EXPECTS(fill_value.as_dlpack != nullptr, "fill_value has no as_dlpack function");
+
+    DLManagedTensorVersioned* tensor = nullptr;
+    const DLPackVersion version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    auto status = fill_value.as_dlpack(fill_value.ptr, &tensor, cpu_device(), nullptr, version);
+    DLPackOwner tensor_owner(tensor);
+    if (status != MTS_SUCCESS) {
+        throw Error("could not read fill_value on the CPU through its as_dlpack: " + last_error_message());
+    }
+    MTSARRAY_EXPECTS(tensor != nullptr, "fill_value's as_dlpack returned a NULL tensor");
+    MTSARRAY_EXPECTS(tensor->version.major == DLPACK_MAJOR_VERSION,
+                     "fill_value's DLPack tensor has version " + std::to_string(tensor->version.major) +
+                         "." + std::to_string(tensor->version.minor) + ", expected major version 1");
+    const DLTensor& scalar = tensor->dl_tensor;
+    MTSARRAY_EXPECTS(scalar.device.device_type == kDLCPU,
+                     "fill_value's as_dlpack(cpu) returned data that is not on the CPU");
+    MTSARRAY_EXPECTS(same_dtype(scalar.dtype, prototype.dtype()),
+                     "fill_value has dtype " + dtype_name(scalar.dtype) + ", expected " +
+                         dtype_name(prototype.dtype()));
+    int64_t count = 1;
+    for (int32_t axis = 0; axis < scalar.ndim; axis++) {
+        count *= scalar.shape[axis];
+    }
+    MTSARRAY_EXPECTS(scalar.ndim >= 0 && count == 1,
+                     "fill_value must hold a single scalar, it has " + std::to_string(count) + " elements");
+    MTSARRAY_EXPECTS(scalar.data != nullptr, "fill_value's DLPack data pointer is NULL");
+
+    const auto* value = static_cast<const unsigned char*>(scalar.data) + scalar.byte_offset;
+    return make_filled(prototype.dtype(), std::move(shape), value, prototype.stream());
+}
+
+}  // namespace mtsarray

@@ -1,0 +1,31 @@
+#pragma once
+// Exceptions used inside mtsarray. They never cross the C boundary:
+// c_boundary.hpp turns them into mts_set_last_error + MTS_CALLBACK_ERROR.
+
+#include <stdexcept>
+#include <string>
+
+namespace mtsarray {
+
+/// Any failure inside mtsarray: bad input, missing backend, runtime error.
+class Error : public std::runtime_error {
+public:
+    explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+/// An allocation (host or device) that could not be satisfied.
+class OutOfMemory : public Error {
+public:
+    explicit OutOfMemory(const std::string& message) : Error(message) {}
+};
+
+}  // namespace mtsarray
+
+/// Precondition check: throws mtsarray::Error with `message` (a std::string
+/// expression, only evaluated when the check fails).
+#define MTSARRAY_EXPECTS(condition, message)                 \
+    do {                                                     \
+        if (!(condition)) {                                  \
+            throw ::mtsarray::Error(message);                \
+        }                                                    \
+    } while (false)

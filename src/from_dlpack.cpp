@@ -1,0 +1,100 @@
+#include <string>
+#include <vector>
+
+#include "backend_registry.hpp"
+#include "device.hpp"
+#include "dlpack_owner.hpp"
+#include "dtype.hpp"
+#include "error.hpp"
+#include "operations.hpp"
+
+namespace mtsarray {
+
+namespace {
+
+// Far more axes than any real array has; bounds the work a hostile tensor
+// can ask for before it is rejected.
+constexpr int32_t max_dimensions = 64;
+
+}  // namespace
+
+std::vector<int64_t> contiguous_strides(const std::vector<uintptr_t>& shape) {
+    std::vector<int64_t> strides(shape.size());
+    int64_t stride = 1;
+    for (size_t axis = shape.size(); axis-- > 0;) {
+        strides[axis] = stride;
+        stride *= static_cast<int64_t>(shape[axis]);
+    }
+    return strides;
+}
+
+bool is_c_contiguous(const std::vector<uintptr_t>& shape, const int64_t* strides) {
+    if (strides == nullptr) {
+        return true;
+    }
+    int64_t expected = 1;
+    for (size_t axis = shape.size(); axis-- > 0;) {
+        if (shape[axis] == 0) {
+            return true;  // no element, nothing is out of order
+        }
+        if (shape[axis] != 1 && strides[axis] != expected) {
+            return false;
+        }
+        expected *= static_cast<int64_t>(shape[axis]);
+    }
+    return true;
+}
+
+std::unique_ptr<Array> from_dlpack(DLManagedTensorVersioned* tensor) {
+    // we own the tensor from here on, whatever happens
+    DLPackOwner owner(tensor);
+    MTSARRAY_EXPECTS(tensor != nullptr, "the DLPack tensor is NULL");
+    MTSARRAY_EXPECTS(tensor->version.major == DLPACK_MAJOR_VERSION,
+                     "unsupported DLPack version " + std::to_string(tensor->version.major) + "." +
+                         std::to_string(tensor->version.minor) + ", mtsarray reads DLPack " +
+                         std::to_string(DLPACK_MAJOR_VERSION) + ".x");
+    const DLTensor& source = tensor->dl_tensor;
+    MTSARRAY_EXPECTS(source.ndim >= 0 && source.ndim <= max_dimensions,
+                     "invalid DLPack tensor: ndim = " + std::to_string(source.ndim));
+    MTSARRAY_EXPECTS(source.ndim == 0 || source.shape != nullptr,
+                     "invalid DLPack tensor: shape is NULL with ndim = " + std::to_string(source.ndim));
+    check_dtype(source.dtype);
+    check_device_usable(source.device);
+
+    std::vector<uintptr_t> shape(static_cast<size_t>(source.ndim));
+    for (size_t axis = 0; axis < shape.size(); axis++) {
+        MTSARRAY_EXPECTS(source.shape[axis] >= 0, "invalid DLPack tensor: shape[" + std::to_string(axis) +
+                                                      "] = " + std::to_string(source.shape[axis]));
+        shape[axis] = static_cast<uintptr_t>(source.shape[axis]);
+    }
+    const size_t size = element_size(source.dtype);
+    const size_t count = checked_element_count(shape, size);
+    MTSARRAY_EXPECTS(count == 0 || source.data != nullptr, "invalid DLPack tensor: data is NULL");
+    auto* data = static_cast<unsigned char*>(source.data) + (source.data ? source.byte_offset : 0);
+    const bool read_only = (tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+
+    if (is_c_contiguous(shape, source.strides) && !read_only) {
+        auto* released = owner.release();
+        auto buffer = Buffer::external(data, count * size, source.device, [released]() noexcept {
+            if (released->deleter != nullptr) {
+                released->deleter(released);
+            }
+        });
+        return std::make_unique<Array>(std::move(buffer), source.dtype, std::move(shape),
+                                       Stream::default_for(source.device));
+    }
+
+    // read-only or strided: our own C-contiguous copy on the same device
+    auto array = Array::allocate(source.dtype, shape, Stream::default_for(source.device));
+    std::vector<int64_t> strides = source.strides == nullptr
+                                       ? contiguous_strides(shape)
+                                       : std::vector<int64_t>(source.strides, source.strides + source.ndim);
+    array->prepare_host_access();
+    const StridedView view = {data, std::move(shape), std::move(strides), size};
+    array->compute_backend().strided_copy(array->stream(), array->data(), view);
+    // the producer's memory may go as soon as the copy has read it
+    array->memory_backend().synchronize(array->stream());
+    return array;
+}
+
+}  // namespace mtsarray

@@ -1,0 +1,61 @@
+#pragma once
+// The operations behind the mts_array_t callbacks and the C API, written
+// once for every backend. Each one validates all its input before any data
+// is written or any array changes; each is implemented in its own file.
+
+#include <memory>
+#include <vector>
+
+#include <metatensor.h>
+
+#include "array.hpp"
+
+namespace mtsarray {
+
+/// create.cpp: a new array on `stream` (its device) with every element set
+/// to the `element_size(dtype)` bytes at `value` (a host pointer).
+std::unique_ptr<Array> make_filled(DLDataType dtype, std::vector<uintptr_t> shape, const void* value,
+                                   const Stream& stream);
+
+/// create.cpp: the `create` callback: same dtype, device and stream as
+/// `prototype`, filled with the scalar in `fill_value` (read through its own
+/// as_dlpack on the CPU). `fill_value` is destroyed in every case.
+std::unique_ptr<Array> create_like(const Array& prototype, std::vector<uintptr_t> shape,
+                                   mts_array_t fill_value);
+
+/// copy.cpp: a deep copy of `source` on `device`. Same device: same work
+/// stream; another device: that device's default stream, ordered after the
+/// source's pending work.
+std::unique_ptr<Array> copy_to_device(const Array& source, DLDevice device);
+
+/// copy.cpp: copies `bytes` bytes from `source` (on `source_stream`'s
+/// device) to `destination` (on `destination_stream`'s device) whatever the
+/// two devices are. On return, host destinations hold the data; device
+/// destinations have it queued on `destination_stream`.
+void transfer(void* destination, const Stream& destination_stream, const void* source,
+              const Stream& source_stream, size_t bytes);
+
+/// move_data.cpp
+void move_data(Array& output, const Array& input, const mts_data_movement_t* movements, size_t count);
+
+/// swap_axes.cpp
+void swap_axes(Array& array, uintptr_t axis_1, uintptr_t axis_2);
+
+/// as_dlpack.cpp: a DLPack export of `array` on `device`, zero-copy on the
+/// same device, a copy (IS_COPIED) otherwise; `stream` is the consumer's
+/// DLPack stream number on `device` (NULL: its default stream, -1: no
+/// synchronisation).
+DLManagedTensorVersioned* as_dlpack(const Array& array, DLDevice device, const int64_t* stream,
+                                    DLPackVersion max_version);
+
+/// from_dlpack.cpp: takes ownership of `tensor` in every case.
+std::unique_ptr<Array> from_dlpack(DLManagedTensorVersioned* tensor);
+
+/// from_dlpack.cpp: C-contiguous strides (in elements) of `shape`.
+std::vector<int64_t> contiguous_strides(const std::vector<uintptr_t>& shape);
+
+/// from_dlpack.cpp: whether `strides` lay `shape` out C-contiguously
+/// (strides of size-1 axes do not matter).
+bool is_c_contiguous(const std::vector<uintptr_t>& shape, const int64_t* strides);
+
+}  // namespace mtsarray
