@@ -115,7 +115,10 @@ MTSARRAY_EXPORT mts_status_t mtsarray_synchronize(const mts_array_t* array);
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_data(const mts_array_t* array, void** data);
 
-/** `*result` is true when `array` was made by mtsarray (and is still alive). */
+/**
+ * `*result` is true when `array` was made by mtsarray and is still alive,
+ * including the borrowed views libmetatensor hands out (destroy = NULL).
+ */
 MTSARRAY_EXPORT mts_status_t mtsarray_is_mtsarray(const mts_array_t* array, bool* result);
 
 /**
@@ -133,6 +136,21 @@ MTSARRAY_EXPORT mts_status_t mtsarray_backend_available(DLDeviceType device_type
  * available.
  */
 MTSARRAY_EXPORT const char* mtsarray_backend_unavailable_reason(DLDeviceType device_type);
+
+/**
+ * Copy `tensor` to `device`: every block's values and gradients become
+ * mtsarray arrays on `device` working on `stream` (a DLPack stream number
+ * for `device`: 1, 2 or a cudaStream_t on CUDA, 0 or a hipStream_t on ROCm,
+ * -1 on the CPU), and the keys and every block's labels are copied there
+ * too, as libmetatensor requires. The copies are queued on `stream`; the
+ * call does not wait for a GPU destination. Arrays of any origin are read
+ * through DLPack, `tensor` is left untouched. Labels values on a GPU keep a
+ * host copy, so libmetatensor reading them back costs no device transfer.
+ * On success `*result` is a new tensor map to release with
+ * `mts_tensormap_free`.
+ */
+MTSARRAY_EXPORT mts_status_t mtsarray_tensormap_to(const mts_tensormap_t* tensor, DLDevice device,
+                                                   int64_t stream, mts_tensormap_t** result);
 
 /** The version of this library, "MAJOR.MINOR.PATCH". */
 MTSARRAY_EXPORT const char* mtsarray_version(void);

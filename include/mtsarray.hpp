@@ -187,6 +187,35 @@ private:
     mts_array_t array_ = {};
 };
 
+/// A metatensor::TensorBlock whose values are `values` (metatensor.hpp's
+/// TensorBlock constructor only takes its own DataArrayBase; this goes
+/// through the C API instead). The block owns the array.
+inline metatensor::TensorBlock make_block(Array values, const metatensor::Labels& samples,
+                                          const std::vector<metatensor::Labels>& components,
+                                          const metatensor::Labels& properties) {
+    std::vector<const mts_labels_t*> c_components;
+    for (const auto& component : components) {
+        c_components.push_back(component.as_mts_labels_t());
+    }
+    auto* block = mts_block(std::move(values).release(), samples.as_mts_labels_t(), c_components.data(),
+                            c_components.size(), properties.as_mts_labels_t());
+    if (block == nullptr) {
+        const char* message = nullptr;
+        mts_last_error(&message, nullptr, nullptr);
+        throw Error(message == nullptr ? "mts_block failed" : message);
+    }
+    return metatensor::TensorBlock::unsafe_from_ptr(block);
+}
+
+/// `tensor` copied to `device` with its values, gradients, keys and labels,
+/// the copies queued on `stream` (a DLPack stream number for `device`; see
+/// mtsarray_tensormap_to).
+inline metatensor::TensorMap tensormap_to(const metatensor::TensorMap& tensor, DLDevice device, int64_t stream) {
+    mts_tensormap_t* result = nullptr;
+    details::check(mtsarray_tensormap_to(tensor.as_mts_tensormap_t(), device, stream, &result));
+    return metatensor::TensorMap::unsafe_from_ptr(result);
+}
+
 }  // namespace mtsarray
 
 #endif  // MTSARRAY_HPP

@@ -98,6 +98,7 @@ void Array::reshape(std::vector<uintptr_t> shape) {
 }
 
 void Array::replace_data(std::shared_ptr<Buffer> buffer, std::vector<uintptr_t> shape) {
+    invalidate_host_mirror();
     buffer_->set_release_stream(stream_);
     buffer_ = std::move(buffer);
     shape_ = std::move(shape);
@@ -117,6 +118,34 @@ void Array::prepare_host_access() const {
     if (device().device_type != kDLCPU && !stream_.is_none()) {
         memory_backend().synchronize(stream_);
     }
+}
+
+namespace {
+// Labels are a few integers per sample: mirror them, not bulk data.
+constexpr size_t max_host_mirror_bytes = size_t(16) << 20;
+}  // namespace
+
+bool Array::wants_host_mirror() const noexcept {
+    return dtype_.code == kDLInt && dtype_.bits == 32 && dtype_.lanes == 1 && shape_.size() == 2 &&
+           !is_host_accessible(device().device_type) && !buffer_->is_external() &&
+           nbytes() <= max_host_mirror_bytes;
+}
+
+std::shared_ptr<const Buffer> Array::host_mirror() const {
+    std::lock_guard<std::mutex> lock(mirror_mutex_);
+    return host_mirror_;
+}
+
+void Array::set_host_mirror(std::shared_ptr<const Buffer> mirror) const {
+    if (wants_host_mirror() && mirror != nullptr && mirror->bytes() == nbytes()) {
+        std::lock_guard<std::mutex> lock(mirror_mutex_);
+        host_mirror_ = std::move(mirror);
+    }
+}
+
+void Array::invalidate_host_mirror() const {
+    std::lock_guard<std::mutex> lock(mirror_mutex_);
+    host_mirror_.reset();
 }
 
 std::string Array::describe() const {

@@ -4,6 +4,7 @@
 // stream all its operations are queued on. Data is always C-contiguous.
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -63,11 +64,29 @@ public:
     /// "float64 array of shape [3, 4] on cuda:0", for messages.
     std::string describe() const;
 
+    // ---- host mirror -------------------------------------------------------
+    // libmetatensor reads Labels values back on the CPU (as_dlpack(cpu)) to
+    // check and look them up. Small int32 2-D arrays on a GPU keep an
+    // immutable host copy of their bytes, so that these reads cost a memcpy,
+    // not a device-to-host transfer and a stream synchronisation. The mirror
+    // is dropped by every operation that can change the device data.
+
+    /// Whether this array keeps a host mirror when one is at hand.
+    bool wants_host_mirror() const noexcept;
+    /// The mirror (host memory, the array's bytes), or nullptr.
+    std::shared_ptr<const Buffer> host_mirror() const;
+    /// Records `mirror` (ignored unless wants_host_mirror()).
+    void set_host_mirror(std::shared_ptr<const Buffer> mirror) const;
+    /// Called before anything that may write the device data.
+    void invalidate_host_mirror() const;
+
 private:
     std::shared_ptr<Buffer> buffer_;
     DLDataType dtype_;
     std::vector<uintptr_t> shape_;
     Stream stream_;
+    mutable std::mutex mirror_mutex_;
+    mutable std::shared_ptr<const Buffer> host_mirror_;
 };
 
 /// Number of elements in `shape`; throws Error when the byte size of such an

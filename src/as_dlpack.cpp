@@ -78,6 +78,8 @@ DLManagedTensorVersioned* as_dlpack(const Array& array, DLDevice device, const i
             // a host consumer of host-accessible GPU memory reads it now
             array.prepare_host_access();
         }
+        // the export is writable: the device data may change behind our back
+        array.invalidate_host_mirror();
         return make_export(array.buffer(), array.dtype(), array.shape(), 0);
     }
 
@@ -85,7 +87,16 @@ DLManagedTensorVersioned* as_dlpack(const Array& array, DLDevice device, const i
     // device's default stream when the consumer wants no synchronisation)
     const Stream destination = consumer.is_none() ? Stream::default_for(device) : consumer;
     auto buffer = Buffer::allocate(destination, array.nbytes());
-    transfer(buffer->data(), destination, array.data(), array.stream(), array.nbytes());
+    const auto mirror = array.host_mirror();
+    const bool to_host = is_host_accessible(device.device_type);
+    if (mirror != nullptr && to_host) {
+        cpu_backend().copy(destination, buffer->data(), mirror->data(), array.nbytes());
+    } else {
+        transfer(buffer->data(), destination, array.data(), array.stream(), array.nbytes());
+        if (to_host && array.wants_host_mirror()) {
+            array.set_host_mirror(host_copy(buffer->data(), array.nbytes()));
+        }
+    }
     return make_export(std::move(buffer), array.dtype(), array.shape(), DLPACK_FLAG_BITMASK_IS_COPIED);
 }
 

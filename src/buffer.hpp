@@ -33,6 +33,9 @@ public:
     void* data() const noexcept { return data_; }
     size_t bytes() const noexcept { return bytes_; }
     DLDevice device() const noexcept { return release_stream_.device(); }
+    /// Memory owned by someone else (wrap, zero-copy import): they may write
+    /// to it behind our back.
+    bool is_external() const noexcept { return static_cast<bool>(release_); }
 
     /// The stream on which the memory is freed; follows the owning array's
     /// work stream so that the free is ordered after the last work on it.

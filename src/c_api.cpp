@@ -15,6 +15,7 @@
 #include "dtype.hpp"
 #include "error.hpp"
 #include "operations.hpp"
+#include "tensormap_to.hpp"
 
 using namespace mtsarray;
 
@@ -118,7 +119,10 @@ mts_status_t mtsarray_synchronize(const mts_array_t* array) {
 mts_status_t mtsarray_data(const mts_array_t* array, void** data) {
     return guard(context("mtsarray_data"), [&] {
         check_argument(data, "data");
-        *data = array_of(array).data();
+        const auto& target = array_of(array);
+        // the caller may write through the pointer
+        target.invalidate_host_mirror();
+        *data = target.data();
     });
 }
 
@@ -151,6 +155,16 @@ const char* mtsarray_backend_unavailable_reason(DLDeviceType device_type) {
     } catch (...) {
         return "could not determine the backend's availability";
     }
+}
+
+mts_status_t mtsarray_tensormap_to(const mts_tensormap_t* tensor, DLDevice device, int64_t stream,
+                                   mts_tensormap_t** result) {
+    return guard(context("mtsarray_tensormap_to"), [&] {
+        check_argument(tensor, "tensor");
+        check_argument(result, "result");
+        check_device_usable(device);
+        *result = tensormap_to(tensor, Stream::parse(device, stream));
+    });
 }
 
 const char* mtsarray_version(void) {

@@ -178,7 +178,10 @@ mts_array_t to_mts_array(std::unique_ptr<Array> array) noexcept {
 }
 
 bool is_mtsarray(const mts_array_t& array) noexcept {
-    return array.destroy == vtable::destroy && array.move_data == vtable::move_data && is_registered_array(array.ptr);
+    // libmetatensor hands out borrowed views of our arrays with destroy = NULL,
+    // so recognise them by the other slots
+    return array.as_dlpack == vtable::as_dlpack && array.move_data == vtable::move_data &&
+           is_registered_array(array.ptr);
 }
 
 }  // namespace mtsarray

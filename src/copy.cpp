@@ -65,17 +65,41 @@ void transfer(void* destination, const Stream& destination_stream, const void* s
     destination_backend.synchronize(destination_stream);
 }
 
-std::unique_ptr<Array> copy_to_device(const Array& source, DLDevice device) {
+std::shared_ptr<Buffer> host_copy(const void* data, size_t bytes) {
+    const auto stream = Stream::default_for(cpu_device());
+    auto buffer = Buffer::allocate(stream, bytes);
+    cpu_backend().copy(stream, buffer->data(), data, bytes);
+    return buffer;
+}
+
+std::unique_ptr<Array> copy_to_device(const Array& source, DLDevice device, const Stream* stream) {
     check_device_usable(device);
-    if (same_device(device, source.device())) {
-        auto copy = Array::allocate(source.dtype(), source.shape(), source.stream());
+    const bool same = same_device(device, source.device());
+    const Stream target = stream != nullptr ? *stream : same ? source.stream() : Stream::default_for(device);
+    MTSARRAY_EXPECTS(same_device(target.device(), device),
+                     "stream " + target.describe() + " is not a stream of " + describe(device));
+    auto copy = Array::allocate(source.dtype(), source.shape(), target);
+    const auto mirror = source.host_mirror();
+
+    if (same) {
+        if (target != source.stream() && !target.is_none() && !source.stream().is_none()) {
+            source.memory_backend().wait(target, source.stream());
+        }
         source.prepare_host_access();
-        source.compute_backend().copy(source.stream(), copy->data(), source.data(), source.nbytes());
-        return copy;
+        source.compute_backend().copy(target, copy->data(), source.data(), source.nbytes());
+    } else if (mirror != nullptr && is_host_accessible(device.device_type)) {
+        finish_pending(target);
+        cpu_backend().copy(target, copy->data(), mirror->data(), source.nbytes());
+    } else {
+        transfer(copy->data(), target, source.data(), source.stream(), source.nbytes());
     }
-    const auto stream = Stream::default_for(device);
-    auto copy = Array::allocate(source.dtype(), source.shape(), stream);
-    transfer(copy->data(), stream, source.data(), source.stream(), source.nbytes());
+
+    if (mirror != nullptr) {
+        copy->set_host_mirror(mirror);
+    } else if (copy->wants_host_mirror() && is_host_accessible(source.device().device_type)) {
+        // the bytes are on the host right now: keep them for later reads
+        copy->set_host_mirror(host_copy(source.data(), source.nbytes()));
+    }
     return copy;
 }
 

@@ -34,6 +34,7 @@ void move_data(Array& output, const Array& input, const mts_data_movement_t* mov
     }
     input.prepare_host_access();
     output.prepare_host_access();
+    output.invalidate_host_mirror();
 
     if (!overlaps(output, input)) {
         backend.move_data(stream, output.data(), input.data(), plan);

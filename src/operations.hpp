@@ -23,10 +23,14 @@ std::unique_ptr<Array> make_filled(DLDataType dtype, std::vector<uintptr_t> shap
 std::unique_ptr<Array> create_like(const Array& prototype, std::vector<uintptr_t> shape,
                                    mts_array_t fill_value);
 
-/// copy.cpp: a deep copy of `source` on `device`. Same device: same work
-/// stream; another device: that device's default stream, ordered after the
-/// source's pending work.
-std::unique_ptr<Array> copy_to_device(const Array& source, DLDevice device);
+/// copy.cpp: a deep copy of `source` on `device`, working on `stream` when
+/// given (a stream of `device`), else on the source's work stream (same
+/// device) or the device's default stream. Ordered after the source's
+/// pending work; int32 label arrays keep their host mirror.
+std::unique_ptr<Array> copy_to_device(const Array& source, DLDevice device, const Stream* stream = nullptr);
+
+/// copy.cpp: a new host (kDLCPU) buffer holding a copy of `bytes` host bytes.
+std::shared_ptr<Buffer> host_copy(const void* data, size_t bytes);
 
 /// copy.cpp: copies `bytes` bytes from `source` (on `source_stream`'s
 /// device) to `destination` (on `destination_stream`'s device) whatever the

@@ -1,0 +1,42 @@
+#pragma once
+// Launch shapes shared by every launcher in src/gpu. They are fixed numbers
+// rather than device queries because src/gpu makes no runtime calls; every
+// kernel loops grid-stride, so the grid cap only bounds the launch, never the
+// amount of work.
+
+#include <cstdint>
+
+#include "kernel_language.hpp"
+
+namespace mtsarray {
+namespace gpu {
+
+/// Threads per block of the one-dimensional kernels (fill, move_data,
+/// general strided copy): a multiple of both the 32-wide CUDA warp and the
+/// 64-wide AMD wavefront.
+constexpr unsigned threads_per_block = 256;
+
+/// Grid cap. HIP limits gridDim.x * blockDim.x to 2^32 threads; 2^16 blocks
+/// of 256 threads stay well inside it and still fill any current GPU many
+/// times over.
+constexpr uint64_t max_blocks = uint64_t(1) << 16;
+
+constexpr uint64_t ceil_div(uint64_t numerator, uint64_t denominator) {
+    return (numerator + denominator - 1) / denominator;
+}
+
+/// Blocks for `work_units` units of which one block handles `units_per_block`
+/// per grid-stride step: at least one, at most max_blocks.
+inline unsigned grid_size(uint64_t work_units, uint64_t units_per_block) {
+    uint64_t blocks = ceil_div(work_units, units_per_block);
+    if (blocks == 0) {
+        blocks = 1;
+    }
+    if (blocks > max_blocks) {
+        blocks = max_blocks;
+    }
+    return static_cast<unsigned>(blocks);
+}
+
+}  // namespace gpu
+}  // namespace mtsarray
