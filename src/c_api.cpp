@@ -25,18 +25,8 @@ auto context(const char* function) {
     return [function]() { return std::string(function); };
 }
 
-template <typename Pointer>
-void check_argument(Pointer* pointer, const char* name) {
-    MTSARRAY_EXPECTS(pointer != nullptr, std::string(name) + " is NULL");
-}
-
-std::vector<uintptr_t> shape_from(const uintptr_t* shape, uintptr_t count) {
-    MTSARRAY_EXPECTS(shape != nullptr || count == 0, "shape is NULL with shape_count = " + std::to_string(count));
-    return std::vector<uintptr_t>(shape, shape + count);
-}
-
 Array& array_of(const mts_array_t* array) {
-    check_argument(array, "array");
+    check_not_null(array, "array");
     MTSARRAY_EXPECTS(is_mtsarray(*array), "array was not made by mtsarray (or was already destroyed)");
     return *static_cast<Array*>(array->ptr);
 }
@@ -48,18 +38,18 @@ extern "C" {
 mts_status_t mtsarray_zeros(DLDevice device, DLDataType dtype, const uintptr_t* shape, uintptr_t shape_count,
                             mts_array_t* array) {
     return guard(context("mtsarray_zeros"), [&] {
-        check_argument(array, "array");
+        check_not_null(array, "array");
         const unsigned char zero[max_element_size] = {};
-        *array = to_mts_array(make_filled(dtype, shape_from(shape, shape_count), zero, Stream::default_for(device)));
+        *array = to_mts_array(make_filled(dtype, shape_argument(shape, shape_count), zero, Stream::default_for(device)));
     });
 }
 
 mts_status_t mtsarray_full(DLDevice device, DLDataType dtype, const uintptr_t* shape, uintptr_t shape_count,
                            const void* value, mts_array_t* array) {
     return guard(context("mtsarray_full"), [&] {
-        check_argument(array, "array");
-        check_argument(value, "value");
-        *array = to_mts_array(make_filled(dtype, shape_from(shape, shape_count), value, Stream::default_for(device)));
+        check_not_null(array, "array");
+        check_not_null(value, "value");
+        *array = to_mts_array(make_filled(dtype, shape_argument(shape, shape_count), value, Stream::default_for(device)));
     });
 }
 
@@ -67,10 +57,10 @@ mts_status_t mtsarray_wrap(void* data, DLDevice device, DLDataType dtype, const 
                            uintptr_t shape_count, void (*deleter)(void* context), void* context_pointer,
                            mts_array_t* array) {
     return guard(context("mtsarray_wrap"), [&] {
-        check_argument(array, "array");
+        check_not_null(array, "array");
         check_dtype(dtype);
         check_device_usable(device);
-        auto dimensions = shape_from(shape, shape_count);
+        auto dimensions = shape_argument(shape, shape_count);
         const size_t count = checked_element_count(dimensions, element_size(dtype));
         MTSARRAY_EXPECTS(data != nullptr || count == 0, "data is NULL for a non-empty array");
         // the deleter is only ours once everything above succeeded
@@ -88,7 +78,7 @@ mts_status_t mtsarray_wrap(void* data, DLDevice device, DLDataType dtype, const 
 mts_status_t mtsarray_from_dlpack(DLManagedTensorVersioned* tensor, mts_array_t* array) {
     return guard(context("mtsarray_from_dlpack"), [&] {
         auto imported = from_dlpack(tensor);  // owns the tensor, even on error
-        check_argument(array, "array");
+        check_not_null(array, "array");
         *array = to_mts_array(std::move(imported));
     });
 }
@@ -102,7 +92,7 @@ mts_status_t mtsarray_set_stream(const mts_array_t* array, int64_t stream) {
 
 mts_status_t mtsarray_get_stream(const mts_array_t* array, int64_t* stream) {
     return guard(context("mtsarray_get_stream"), [&] {
-        check_argument(stream, "stream");
+        check_not_null(stream, "stream");
         *stream = array_of(array).stream().number();
     });
 }
@@ -118,7 +108,7 @@ mts_status_t mtsarray_synchronize(const mts_array_t* array) {
 
 mts_status_t mtsarray_data(const mts_array_t* array, void** data) {
     return guard(context("mtsarray_data"), [&] {
-        check_argument(data, "data");
+        check_not_null(data, "data");
         const auto& target = array_of(array);
         // the caller may write through the pointer
         target.invalidate_host_mirror();
@@ -128,15 +118,15 @@ mts_status_t mtsarray_data(const mts_array_t* array, void** data) {
 
 mts_status_t mtsarray_is_mtsarray(const mts_array_t* array, bool* result) {
     return guard(context("mtsarray_is_mtsarray"), [&] {
-        check_argument(array, "array");
-        check_argument(result, "result");
+        check_not_null(array, "array");
+        check_not_null(result, "result");
         *result = is_mtsarray(*array);
     });
 }
 
 mts_status_t mtsarray_backend_available(DLDeviceType device_type, bool* available) {
     return guard(context("mtsarray_backend_available"), [&] {
-        check_argument(available, "available");
+        check_not_null(available, "available");
         *available = unavailable_reason(device_type).empty();
     });
 }
@@ -160,8 +150,8 @@ const char* mtsarray_backend_unavailable_reason(DLDeviceType device_type) {
 mts_status_t mtsarray_tensormap_to(const mts_tensormap_t* tensor, DLDevice device, int64_t stream,
                                    mts_tensormap_t** result) {
     return guard(context("mtsarray_tensormap_to"), [&] {
-        check_argument(tensor, "tensor");
-        check_argument(result, "result");
+        check_not_null(tensor, "tensor");
+        check_not_null(result, "result");
         check_device_usable(device);
         *result = tensormap_to(tensor, Stream::parse(device, stream));
     });

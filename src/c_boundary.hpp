@@ -5,8 +5,10 @@
 // the original exception back) and returns a status. Nothing throws or aborts
 // across the boundary.
 
+#include <cstdint>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include <metatensor.h>
 
@@ -18,6 +20,13 @@ constexpr const char* error_origin = "mtsarray";
 /// Records the exception being handled as the last error, prefixed with
 /// `context` ("mtsarray_zeros", "move_data on float64 array [3, 4] on cpu").
 mts_status_t set_last_error_from_current_exception(const std::string& context) noexcept;
+
+/// Throws Error("<name> is NULL") for a NULL pointer argument.
+void check_not_null(const void* pointer, const char* name);
+
+/// A (shape, shape_count) argument pair as a vector; `shape` may only be
+/// NULL when `count` is 0.
+std::vector<uintptr_t> shape_argument(const uintptr_t* shape, uintptr_t count);
 
 /// Runs `body()`; MTS_SUCCESS, or MTS_CALLBACK_ERROR with the last error set
 /// as "<context()>: <what()>". `context` is only called on failure.

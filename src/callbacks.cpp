@@ -31,16 +31,6 @@ auto context(const char* callback, const void* handle) {
     };
 }
 
-template <typename Pointer>
-void check_output(Pointer* pointer, const char* name) {
-    MTSARRAY_EXPECTS(pointer != nullptr, std::string(name) + " is NULL");
-}
-
-std::vector<uintptr_t> shape_from(const uintptr_t* shape, uintptr_t count) {
-    MTSARRAY_EXPECTS(shape != nullptr || count == 0, "shape is NULL with shape_count = " + std::to_string(count));
-    return std::vector<uintptr_t>(shape, shape + count);
-}
-
 }  // namespace
 
 // The vtable slots; their own namespace keeps them apart from the operations
@@ -56,21 +46,21 @@ void destroy(void* handle) {
 
 mts_status_t origin(const void* handle, mts_data_origin_t* result) {
     return guard(context("origin", handle), [&] {
-        check_output(result, "origin");
+        check_not_null(result, "origin");
         *result = data_origin();
     });
 }
 
 mts_status_t device(const void* handle, DLDevice* result) {
     return guard(context("device", handle), [&] {
-        check_output(result, "device");
+        check_not_null(result, "device");
         *result = self(handle).device();
     });
 }
 
 mts_status_t dtype(const void* handle, DLDataType* result) {
     return guard(context("dtype", handle), [&] {
-        check_output(result, "dtype");
+        check_not_null(result, "dtype");
         *result = self(handle).dtype();
     });
 }
@@ -78,7 +68,7 @@ mts_status_t dtype(const void* handle, DLDataType* result) {
 mts_status_t as_dlpack(void* handle, DLManagedTensorVersioned** result, DLDevice device,
                        const int64_t* stream, DLPackVersion max_version) {
     return guard(context("as_dlpack", handle), [&] {
-        check_output(result, "dl_managed_tensor");
+        check_not_null(result, "dl_managed_tensor");
         *result = mtsarray::as_dlpack(self(handle), device, stream, max_version);
     });
 }
@@ -87,15 +77,15 @@ mts_status_t from_dlpack(const void* handle, DLManagedTensorVersioned* tensor, m
     return guard(context("from_dlpack", handle), [&] {
         // the tensor is ours even when we fail: import first, then check
         auto array = mtsarray::from_dlpack(tensor);
-        check_output(result, "new_array");
+        check_not_null(result, "new_array");
         *result = to_mts_array(std::move(array));
     });
 }
 
 mts_status_t shape(const void* handle, const uintptr_t** result, uintptr_t* count) {
     return guard(context("shape", handle), [&] {
-        check_output(result, "shape");
-        check_output(count, "shape_count");
+        check_not_null(result, "shape");
+        check_not_null(count, "shape_count");
         const auto& dimensions = self(handle).shape();
         *result = dimensions.empty() ? nullptr : dimensions.data();
         *count = dimensions.size();
@@ -103,7 +93,7 @@ mts_status_t shape(const void* handle, const uintptr_t** result, uintptr_t* coun
 }
 
 mts_status_t reshape(void* handle, const uintptr_t* shape, uintptr_t count) {
-    return guard(context("reshape", handle), [&] { self(handle).reshape(shape_from(shape, count)); });
+    return guard(context("reshape", handle), [&] { self(handle).reshape(shape_argument(shape, count)); });
 }
 
 mts_status_t swap_axes(void* handle, uintptr_t axis_1, uintptr_t axis_2) {
@@ -115,10 +105,10 @@ mts_status_t create(const void* handle, const uintptr_t* shape, uintptr_t count,
     bool fill_value_taken = false;
     auto status = guard(context("create", handle), [&] {
         const auto& prototype = self(handle);
-        auto dimensions = shape_from(shape, count);
+        auto dimensions = shape_argument(shape, count);
         fill_value_taken = true;  // create_like destroys it, error or not
         auto array = create_like(prototype, std::move(dimensions), fill_value);
-        check_output(result, "new_array");
+        check_not_null(result, "new_array");
         *result = to_mts_array(std::move(array));
     });
     if (!fill_value_taken && fill_value.destroy != nullptr) {
@@ -129,7 +119,7 @@ mts_status_t create(const void* handle, const uintptr_t* shape, uintptr_t count,
 
 mts_status_t copy(const void* handle, DLDevice device, mts_array_t* result) {
     return guard(context("copy", handle), [&] {
-        check_output(result, "new_array");
+        check_not_null(result, "new_array");
         *result = to_mts_array(copy_to_device(self(handle), device));
     });
 }
