@@ -74,6 +74,7 @@ MTSARRAY_EXPORT mts_status_t mtsarray_full(DLDevice device, DLDataType dtype,
  * `deleter(context)` runs exactly once, when the array and every DLPack
  * export of it are gone (pass NULL for memory you manage yourself, and keep
  * it alive that long). `data` may be NULL only when the array is empty.
+ * On error, `deleter` is not called and the memory stays the caller's.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_wrap(void* data, DLDevice device, DLDataType dtype,
                                            const uintptr_t* shape, uintptr_t shape_count,

@@ -12,17 +12,20 @@
 namespace mtsarray {
 
 size_t checked_element_count(const std::vector<uintptr_t>& shape, size_t element_size) {
+    // an empty array never overflows, whatever its other dimensions; this
+    // must be decided first: a product that wrapped around to 0 is not empty
+    for (auto dimension : shape) {
+        if (dimension == 0) {
+            return 0;
+        }
+    }
     size_t count = 1;
     bool overflow = false;
     for (auto dimension : shape) {
-        if (dimension != 0 && count > std::numeric_limits<size_t>::max() / dimension) {
+        if (count > std::numeric_limits<size_t>::max() / dimension) {
             overflow = true;
         }
         count *= dimension;
-    }
-    // an empty array never overflows, whatever its other dimensions
-    if (count == 0) {
-        return 0;
     }
     MTSARRAY_EXPECTS(!overflow && count <= std::numeric_limits<size_t>::max() / element_size,
                      "shape " + describe_shape(shape) + " is too large: its size in bytes overflows");

@@ -10,7 +10,7 @@ std::shared_ptr<Buffer> Buffer::allocate(const Stream& stream, size_t bytes) {
     const auto& backend = memory_backend(stream.device().device_type);
     void* data = backend.allocate(stream, bytes);
     try {
-        return std::shared_ptr<Buffer>(new Buffer(data, bytes, stream, {}));
+        return std::shared_ptr<Buffer>(new Buffer(data, bytes, stream, /*external=*/false));
     } catch (...) {
         backend.deallocate(stream, data, bytes);
         throw;
@@ -19,24 +19,21 @@ std::shared_ptr<Buffer> Buffer::allocate(const Stream& stream, size_t bytes) {
 
 std::shared_ptr<Buffer> Buffer::external(void* data, size_t bytes, DLDevice device,
                                          std::function<void()> release) {
-    try {
-        return std::shared_ptr<Buffer>(
-            new Buffer(data, bytes, Stream::default_for(device), std::move(release)));
-    } catch (...) {
-        // the caller handed us ownership: honour it even when we fail
-        if (release) {
-            release();
-        }
-        throw;
-    }
+    // `release` becomes ours only once the holder exists: if anything above
+    // throws, the memory is still the caller's
+    auto shared = std::shared_ptr<Buffer>(new Buffer(data, bytes, Stream::default_for(device), /*external=*/true));
+    shared->release_ = std::move(release);
+    return shared;
 }
 
-Buffer::Buffer(void* data, size_t bytes, Stream stream, std::function<void()> release)
-    : data_(data), bytes_(bytes), release_stream_(stream), release_(std::move(release)) {}
+Buffer::Buffer(void* data, size_t bytes, Stream stream, bool external)
+    : data_(data), bytes_(bytes), release_stream_(stream), external_(external) {}
 
 Buffer::~Buffer() {
-    if (release_) {
-        release_();
+    if (external_) {
+        if (release_) {
+            release_();
+        }
         return;
     }
     // memory_backend can not fail here: it served the allocation

@@ -22,7 +22,8 @@ public:
 
     /// Memory owned by someone else (mtsarray_wrap, an imported DLPack
     /// tensor): `release` runs exactly once when the last holder is gone, and
-    /// must not throw.
+    /// must not throw. If this throws, `release` is not called: the memory
+    /// is still the caller's.
     static std::shared_ptr<Buffer> external(void* data, size_t bytes, DLDevice device,
                                             std::function<void()> release);
 
@@ -35,18 +36,19 @@ public:
     DLDevice device() const noexcept { return release_stream_.device(); }
     /// Memory owned by someone else (wrap, zero-copy import): they may write
     /// to it behind our back.
-    bool is_external() const noexcept { return static_cast<bool>(release_); }
+    bool is_external() const noexcept { return external_; }
 
     /// The stream on which the memory is freed; follows the owning array's
     /// work stream so that the free is ordered after the last work on it.
     void set_release_stream(const Stream& stream) noexcept;
 
 private:
-    Buffer(void* data, size_t bytes, Stream stream, std::function<void()> release);
+    Buffer(void* data, size_t bytes, Stream stream, bool external);
     void* data_;
     size_t bytes_;
     Stream release_stream_;
-    std::function<void()> release_;  // empty: owned, give back to the backend
+    bool external_;                  // false: ours, given back to the backend
+    std::function<void()> release_;  // external memory: how to give it back
 };
 
 }  // namespace mtsarray

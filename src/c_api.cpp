@@ -63,14 +63,22 @@ mts_status_t mtsarray_wrap(void* data, DLDevice device, DLDataType dtype, const 
         auto dimensions = shape_argument(shape, shape_count);
         const size_t count = checked_element_count(dimensions, element_size(dtype));
         MTSARRAY_EXPECTS(data != nullptr || count == 0, "data is NULL for a non-empty array");
-        // the deleter is only ours once everything above succeeded
-        auto buffer = Buffer::external(data, count * element_size(dtype), device, [deleter, context_pointer]() {
-            if (deleter != nullptr) {
-                deleter(context_pointer);
+        // on any error the memory stays the caller's and the deleter is not
+        // called: it is armed only once the array exists
+        struct Release {
+            void (*deleter)(void*);
+            void* context;
+            bool armed;
+        };
+        auto release = std::make_shared<Release>(Release{deleter, context_pointer, false});
+        auto buffer = Buffer::external(data, count * element_size(dtype), device, [release]() {
+            if (release->armed && release->deleter != nullptr) {
+                release->deleter(release->context);
             }
         });
         auto wrapped = std::make_unique<Array>(std::move(buffer), dtype, std::move(dimensions),
                                                Stream::default_for(device));
+        release->armed = true;
         *array = to_mts_array(std::move(wrapped));
     });
 }

@@ -20,7 +20,7 @@ Array& self(const void* handle) {
     return Array::from_handle(handle, "this");
 }
 
-// "mtsarray: move_data(float64 array of shape [3, 4] on cpu)"
+// "mtsarray: move_data (float64 array of shape [3, 4] on cpu)"
 auto context(const char* callback, const void* handle) {
     return [callback, handle]() {
         std::string text = std::string("mtsarray: ") + callback;

@@ -74,6 +74,8 @@ std::unique_ptr<Array> create_like(const Array& prototype, std::vector<uintptr_t
     MTSARRAY_EXPECTS(same_dtype(scalar.dtype, prototype.dtype()),
                      "fill_value has dtype " + dtype_name(scalar.dtype) + ", expected " +
                          dtype_name(prototype.dtype()));
+    MTSARRAY_EXPECTS(scalar.ndim == 0 || scalar.shape != nullptr,
+                     "fill_value's DLPack tensor has a NULL shape with ndim = " + std::to_string(scalar.ndim));
     int64_t count = 1;
     for (int32_t axis = 0; axis < scalar.ndim; axis++) {
         count *= scalar.shape[axis];

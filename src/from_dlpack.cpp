@@ -74,12 +74,12 @@ std::unique_ptr<Array> from_dlpack(DLManagedTensorVersioned* tensor) {
     const bool read_only = (tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
 
     if (is_c_contiguous(shape, source.strides) && !read_only) {
-        auto* released = owner.release();
-        auto buffer = Buffer::external(data, count * size, source.device, [released]() noexcept {
-            if (released->deleter != nullptr) {
-                released->deleter(released);
+        auto buffer = Buffer::external(data, count * size, source.device, [tensor]() noexcept {
+            if (tensor->deleter != nullptr) {
+                tensor->deleter(tensor);
             }
         });
+        owner.release();  // the buffer calls the deleter from now on
         return std::make_unique<Array>(std::move(buffer), source.dtype, std::move(shape),
                                        Stream::default_for(source.device));
     }
