@@ -51,8 +51,10 @@ void transfer(void* destination, const Stream& destination_stream, const void* s
     }
     const auto& destination_backend = memory_backend(destination_type);
     if (&source_backend == &destination_backend) {
-        // same runtime: a device-to-device (or peer) copy ordered after the
-        // source's work, then the destination's stream waits for it
+        // same runtime: a device-to-device (or peer) copy on the source's
+        // stream, after the destination's stream-ordered allocation and the
+        // source's own work; then the destination's stream waits for it
+        source_backend.wait(source_stream, destination_stream);
         source_backend.copy_peer(source_stream, destination, destination_stream.device(), source, bytes);
         destination_backend.wait(destination_stream, source_stream);
         return;

@@ -52,6 +52,7 @@
 // waiting, except copy_from_host above `staged_copy_limit` (see there) and
 // `synchronize`.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -97,9 +98,7 @@ public:
         const auto& devices = probe();
         MTSARRAY_EXPECTS(devices.count > 0, devices.failure);
         MTSARRAY_EXPECTS(device.device_id >= 0 && device.device_id < devices.count,
-                         "device id " + std::to_string(device.device_id) + " out of range (" +
-                             std::to_string(devices.count) + " " + Runtime::display_name +
-                             (devices.count == 1 ? " device)" : " devices)"));
+                         out_of_range(device.device_id, devices.count));
     }
 
     bool available() const noexcept override { return probe().count > 0; }
@@ -137,8 +136,10 @@ public:
                 Runtime::free_managed(data);
             }
         } catch (const std::exception& error) {
-            std::fprintf(stderr, "mtsarray: %s deallocate on %s leaked memory: %s\n",
-                         Runtime::name, stream.describe().c_str(), error.what());
+            // Nothing here may throw (no std::string): this is noexcept.
+            std::fprintf(stderr, "mtsarray: %s deallocate on %s:%d leaked memory: %s\n",
+                         Runtime::name, device_type_name(device.device_type), device.device_id,
+                         error.what());
         } catch (...) {
             std::fprintf(stderr, "mtsarray: %s deallocate leaked memory\n", Runtime::name);
         }
@@ -157,7 +158,7 @@ public:
             one_byte_pattern = one_byte_pattern && bytes[i] == bytes[0];
         }
         // Zeros (the common case) and other one-byte patterns: the runtime's
-        // memset is as fast as any kernel and costs no launch of ours.
+        // memset is as fast as any kernel and needs none of ours.
         if (one_byte_pattern && element_size != 0) {
             Runtime::memset_async(data, bytes[0], count * element_size, handle);
             return;
@@ -218,7 +219,7 @@ public:
             write_move_table(plan, width, static_cast<MoveTableEntry*>(lease.data()));
 
         void* table = Runtime::allocate_async(table_bytes, handle);
-        StreamOrderedFree table_owner{table, handle};
+        StreamOrderedFree table_owner(table, handle);
         Runtime::copy_host_to_device_async(table, lease.data(), table_bytes, handle);
         staging.release_after(std::move(lease), handle);
         launch_move_data_with_device_table(handle, arguments,
@@ -308,13 +309,14 @@ public:
             return;
         }
         const StreamHandle waiting_handle = device_stream(waiting, "wait");
+        // The event belongs to the producer's device; the waiting stream may
+        // be on another device (a cross-device wait is legal).
         const int producer_device = producer.device().device_id;
-        auto event = device_state(producer_device).events.acquire();
-        {
-            typename Runtime::DeviceGuard guard(producer_device);
-            Runtime::record_event(event.get(), producer_handle);
-        }
-        typename Runtime::DeviceGuard guard(waiting.device().device_id);
+        EventPool<Runtime>& events = device_state(producer_device).events;
+        typename Runtime::DeviceGuard producer_guard(producer_device);
+        auto event = events.acquire();
+        Runtime::record_event(event.get(), producer_handle);
+        typename Runtime::DeviceGuard waiting_guard(waiting.device().device_id);
         Runtime::stream_wait_event(waiting_handle, event.get());
     }
 
@@ -345,12 +347,16 @@ private:
 
     /// Frees a stream-ordered allocation on scope exit, after whatever was
     /// queued on the stream before (including on the error path).
-    struct StreamOrderedFree {
-        void* data;
-        StreamHandle stream;
+    class StreamOrderedFree {
+    public:
+        StreamOrderedFree(void* data, StreamHandle stream) : data_(data), stream_(stream) {}
         StreamOrderedFree(const StreamOrderedFree&) = delete;
         StreamOrderedFree& operator=(const StreamOrderedFree&) = delete;
-        ~StreamOrderedFree() { Runtime::free_async(data, stream); }
+        ~StreamOrderedFree() { Runtime::free_async(data_, stream_); }
+
+    private:
+        void* data_;
+        StreamHandle stream_;
     };
 
     static bool serves(DLDeviceType type) noexcept {
@@ -358,7 +364,7 @@ private:
                (Runtime::has_managed_memory && type == Runtime::managed_type);
     }
 
-    /// A distinct non-null address for zero-byte allocations; never freed.
+    /// The non-null address every zero-byte allocation gets; never freed.
     static void* zero_size_allocation() noexcept {
         static char placeholder;
         return &placeholder;
@@ -376,6 +382,12 @@ private:
         return Runtime::native_stream(stream);
     }
 
+    /// "device id 3 out of range (2 CUDA devices)"
+    static std::string out_of_range(int device, int count) {
+        return "device id " + std::to_string(device) + " out of range (" + std::to_string(count) +
+               " " + Runtime::display_name + (count == 1 ? " device)" : " devices)");
+    }
+
     /// The device count, probed once (thread-safe).
     const typename Runtime::DeviceCount& probe() const noexcept {
         std::call_once(probe_once_, [this]() { devices_ = Runtime::probe_devices(); });
@@ -384,10 +396,7 @@ private:
 
     DeviceState& device_state(int device) const {
         const auto& devices = probe();
-        MTSARRAY_EXPECTS(device >= 0 && device < devices.count,
-                         "device id " + std::to_string(device) + " out of range (" +
-                             std::to_string(devices.count) + " " + Runtime::display_name +
-                             " devices)");
+        MTSARRAY_EXPECTS(device >= 0 && device < devices.count, out_of_range(device, devices.count));
         std::lock_guard<std::mutex> lock(states_mutex_);
         if (states_.empty()) {
             states_.resize(static_cast<size_t>(devices.count));

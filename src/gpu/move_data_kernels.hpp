@@ -74,11 +74,11 @@ void launch_move_data_with_device_table(NativeStream stream, const MoveDataArgum
 
 // ---- implementation -------------------------------------------------------
 
-/// Units each thread moves per chunk: about 64 bytes in flight per thread,
-/// and at least 4 so narrow widths still amortise the run search.
-template <size_t Width> constexpr unsigned move_units_per_thread() {
-    return Width >= 16 ? 4u : (Width == 8 ? 8u : 16u);
-}
+/// Units each thread moves per chunk: 64 bytes in flight per thread at
+/// widths 8 and 16; narrower widths keep 8 units, enough to amortise the run
+/// search without the registers (and lost occupancy) of more.
+template <size_t Width>
+constexpr unsigned move_units_per_thread = Width >= 16 ? 4u : 8u;
 
 /// Last index i in [low, high] with entries[i].first_unit <= unit, given
 /// that entries[low].first_unit <= unit.
@@ -117,7 +117,7 @@ template <size_t Width>
 __device__ inline void move_data_chunks(const MoveTableEntry* __restrict__ entries,
                                         const MoveDataArguments& arguments) {
     using Unit = unit_t<Width>;
-    constexpr unsigned per_thread = move_units_per_thread<Width>();
+    constexpr unsigned per_thread = move_units_per_thread<Width>;
     constexpr uint64_t chunk_units = uint64_t(threads_per_block) * per_thread;
     const uint32_t last_run = arguments.run_count - 1;
 
@@ -163,8 +163,13 @@ __device__ inline void move_data_chunks(const MoveTableEntry* __restrict__ entri
     }
 }
 
+// At least two resident blocks per SM: left alone, ptxas squeezes some widths
+// to 64 registers and spills. (HIP reads the second bound as waves per EU;
+// 2 constrains nothing there.)
+constexpr unsigned move_data_min_blocks = 2;
+
 template <size_t Width>
-__global__ void __launch_bounds__(threads_per_block)
+__global__ void __launch_bounds__(threads_per_block, move_data_min_blocks)
     move_data_inline_kernel(InlineMoveTable table, MoveDataArguments arguments) {
     // Kernel parameters only broadcast well for uniform indices; the
     // per-thread searches read divergent entries, so stage the table in
@@ -178,14 +183,14 @@ __global__ void __launch_bounds__(threads_per_block)
 }
 
 template <size_t Width>
-__global__ void __launch_bounds__(threads_per_block)
+__global__ void __launch_bounds__(threads_per_block, move_data_min_blocks)
     move_data_device_table_kernel(const MoveTableEntry* __restrict__ entries,
                                   MoveDataArguments arguments) {
     move_data_chunks<Width>(entries, arguments);
 }
 
 template <size_t Width> unsigned move_data_grid(const MoveDataArguments& arguments) {
-    constexpr uint64_t chunk_units = uint64_t(threads_per_block) * move_units_per_thread<Width>();
+    constexpr uint64_t chunk_units = uint64_t(threads_per_block) * move_units_per_thread<Width>;
     return grid_size(arguments.total_units, chunk_units);
 }
 

@@ -1,0 +1,18 @@
+// The CUDA backend: GpuBackend (src/gpu) instantiated with the CUDA runtime
+// traits. This is the only translation unit nvcc compiles for mtsarray.
+
+#include "../backend_registry.hpp"
+#include "../gpu/gpu_backend.hpp"
+#include "cuda_runtime.hpp"
+
+namespace mtsarray {
+
+const Backend& cuda_backend() {
+    // Never destroyed: at exit the static CUDA runtime may be torn down
+    // before this object, and the pools it owns would free into a dead
+    // runtime.
+    static const Backend* const backend = new gpu::GpuBackend<cuda::CudaRuntime>();
+    return *backend;
+}
+
+}  // namespace mtsarray

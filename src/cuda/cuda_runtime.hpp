@@ -1,0 +1,217 @@
+#pragma once
+// CudaRuntime: the runtime traits GpuBackend (src/gpu/gpu_backend.hpp) is
+// instantiated with. Every CUDA runtime call of mtsarray lives here, checked
+// with cuda_error.hpp; src/hip/hip_runtime.hpp provides the same names for
+// ROCm.
+
+#include <cstddef>
+#include <string>
+
+#include <cuda_runtime_api.h>
+#include <metatensor.h>
+
+#include "../error.hpp"
+#include "../stream.hpp"
+#include "cuda_error.hpp"
+
+namespace mtsarray {
+namespace cuda {
+
+struct CudaRuntime {
+    using StreamHandle = cudaStream_t;
+    using EventHandle = cudaEvent_t;
+
+    static constexpr const char* name = "cuda";
+    static constexpr const char* display_name = "CUDA";
+    static constexpr DLDeviceType device_type = kDLCUDA;
+    static constexpr DLDeviceType pinned_host_type = kDLCUDAHost;
+    static constexpr bool has_managed_memory = true;
+    static constexpr DLDeviceType managed_type = kDLCUDAManaged;
+
+    // ---- devices ----------------------------------------------------------
+
+    struct DeviceCount {
+        int count;
+        std::string failure;  // why count is 0
+    };
+
+    /// Counts the devices without throwing. With the static runtime and no
+    /// driver, cudaGetDeviceCount fails and leaves its output alone, hence
+    /// the explicit zero.
+    static DeviceCount probe_devices() noexcept {
+        try {
+            int count = 0;
+            const cudaError_t status = cudaGetDeviceCount(&count);
+            if (status == cudaSuccess) {
+                return count > 0 ? DeviceCount{count, ""} : DeviceCount{0, "no CUDA device"};
+            }
+            (void)cudaGetLastError();
+            if (status == cudaErrorInsufficientDriver) {
+                return DeviceCount{0, insufficient_driver(status)};
+            }
+            if (status == cudaErrorNoDevice) {
+                return DeviceCount{0, "no CUDA device (" + error_text(status) + ")"};
+            }
+            return DeviceCount{0, "CUDA can not be initialised (" + error_text(status) + ")"};
+        } catch (...) {
+            return DeviceCount{0, "CUDA can not be initialised (out of memory)"};
+        }
+    }
+
+    /// Makes a device current for its lifetime, then restores the previous
+    /// one (RAII, not copyable).
+    class DeviceGuard {
+    public:
+        explicit DeviceGuard(int device) {
+            MTSARRAY_CUDA_CHECK(cudaGetDevice(&previous_));
+            if (previous_ != device) {
+                MTSARRAY_CUDA_CHECK(cudaSetDevice(device));
+                changed_ = true;
+            }
+        }
+        ~DeviceGuard() {
+            if (changed_) {
+                MTSARRAY_CUDA_CHECK_NOTHROW(cudaSetDevice(previous_));
+            }
+        }
+        DeviceGuard(const DeviceGuard&) = delete;
+        DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+    private:
+        int previous_ = 0;
+        bool changed_ = false;
+    };
+
+    /// DLPack stream numbers for CUDA: 1 is the legacy default stream, 2 the
+    /// per-thread default stream, anything above a cudaStream_t.
+    static StreamHandle native_stream(const Stream& stream) {
+        if (stream.number() == stream_numbers::cuda_legacy) {
+            return cudaStreamLegacy;
+        }
+        if (stream.number() == stream_numbers::cuda_per_thread) {
+            return cudaStreamPerThread;
+        }
+        MTSARRAY_EXPECTS(stream.is_handle(), "stream number " + std::to_string(stream.number()) +
+                                                 " does not name a CUDA stream");
+        return static_cast<cudaStream_t>(stream.handle());
+    }
+
+    // ---- memory -----------------------------------------------------------
+
+    static void* allocate_async(size_t bytes, StreamHandle stream) {
+        void* data = nullptr;
+        check(cudaMallocAsync(&data, bytes, stream), allocation("cudaMallocAsync", bytes).c_str(),
+              __FILE__, __LINE__);
+        return data;
+    }
+    static void free_async(void* data, StreamHandle stream) noexcept {
+        MTSARRAY_CUDA_CHECK_NOTHROW(cudaFreeAsync(data, stream));
+    }
+
+    /// Page-locked host memory, usable with every device.
+    static void* allocate_pinned(size_t bytes) {
+        void* data = nullptr;
+        check(cudaHostAlloc(&data, bytes, cudaHostAllocPortable),
+              allocation("cudaHostAlloc", bytes).c_str(), __FILE__, __LINE__);
+        return data;
+    }
+    static void free_pinned(void* data) noexcept { MTSARRAY_CUDA_CHECK_NOTHROW(cudaFreeHost(data)); }
+
+    static void* allocate_managed(size_t bytes) {
+        void* data = nullptr;
+        check(cudaMallocManaged(&data, bytes, cudaMemAttachGlobal),
+              allocation("cudaMallocManaged", bytes).c_str(), __FILE__, __LINE__);
+        return data;
+    }
+    static void free_managed(void* data) noexcept { MTSARRAY_CUDA_CHECK_NOTHROW(cudaFree(data)); }
+
+    // ---- copies -----------------------------------------------------------
+
+    static void copy_device_to_device_async(void* destination, const void* source, size_t bytes,
+                                            StreamHandle stream) {
+        MTSARRAY_CUDA_CHECK(
+            cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice, stream));
+    }
+    static void copy_host_to_device_async(void* destination, const void* source, size_t bytes,
+                                          StreamHandle stream) {
+        MTSARRAY_CUDA_CHECK(
+            cudaMemcpyAsync(destination, source, bytes, cudaMemcpyHostToDevice, stream));
+    }
+    static void copy_device_to_host_async(void* destination, const void* source, size_t bytes,
+                                          StreamHandle stream) {
+        MTSARRAY_CUDA_CHECK(
+            cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToHost, stream));
+    }
+    static void copy_peer_async(void* destination, int destination_device, const void* source,
+                                int source_device, size_t bytes, StreamHandle stream) {
+        MTSARRAY_CUDA_CHECK(cudaMemcpyPeerAsync(destination, destination_device, source,
+                                                source_device, bytes, stream));
+    }
+    static void memset_async(void* data, unsigned char value, size_t bytes, StreamHandle stream) {
+        MTSARRAY_CUDA_CHECK(cudaMemsetAsync(data, value, bytes, stream));
+    }
+
+    // ---- events and synchronisation ---------------------------------------
+
+    static EventHandle create_event() {
+        EventHandle event = nullptr;
+        MTSARRAY_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+        return event;
+    }
+    static void destroy_event(EventHandle event) noexcept {
+        MTSARRAY_CUDA_CHECK_NOTHROW(cudaEventDestroy(event));
+    }
+    static void record_event(EventHandle event, StreamHandle stream) {
+        MTSARRAY_CUDA_CHECK(cudaEventRecord(event, stream));
+    }
+    /// Whether the work before the event's last record is done (true for an
+    /// event never recorded); never blocks.
+    static bool event_done(EventHandle event) {
+        const cudaError_t status = cudaEventQuery(event);
+        if (status == cudaErrorNotReady) {
+            return false;
+        }
+        MTSARRAY_CUDA_CHECK(status);
+        return true;
+    }
+    static void stream_wait_event(StreamHandle stream, EventHandle event) {
+        MTSARRAY_CUDA_CHECK(cudaStreamWaitEvent(stream, event, 0));
+    }
+    static void synchronize_stream(StreamHandle stream) {
+        MTSARRAY_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    static void synchronize_device() { MTSARRAY_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+    /// Reports a failed kernel launch (bad configuration, no kernel image
+    /// for this GPU, ...) as an Error naming the operation.
+    static void check_launch(const char* operation) {
+        const cudaError_t status = cudaGetLastError();
+        if (status != cudaSuccess) {
+            throw_error(status, ("launching the " + std::string(operation) + " kernel").c_str(),
+                        __FILE__, __LINE__);
+        }
+    }
+
+private:
+    static std::string allocation(const char* function, size_t bytes) {
+        return function + std::string(" of ") + std::to_string(bytes) + " bytes";
+    }
+
+    /// cudaErrorInsufficientDriver means either no driver at all or one
+    /// older than this runtime: say which.
+    static std::string insufficient_driver(cudaError_t status) {
+        int driver = 0;
+        (void)cudaDriverGetVersion(&driver);
+        if (driver == 0) {
+            return "no CUDA driver found (" + error_text(status) + ")";
+        }
+        return "the CUDA driver supports CUDA " + version(driver) + " but mtsarray was built with " +
+               "CUDA " + version(CUDART_VERSION) + " (" + error_text(status) + ")";
+    }
+    static std::string version(int number) {
+        return std::to_string(number / 1000) + "." + std::to_string(number % 1000 / 10);
+    }
+};
+
+}  // namespace cuda
+}  // namespace mtsarray
