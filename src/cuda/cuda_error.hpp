@@ -1,67 +1,41 @@
 #pragma once
-// Checking CUDA runtime calls (after RMM's error macros): a failed call
-// throws mtsarray::Error, or mtsarray::OutOfMemory for an allocation failure,
-// with file:line, the call, and the runtime's own error name and string; the
-// no-throw form reports on stderr, for destructors and deleters.
-
-#include <cstdio>
-#include <string>
+// The CUDA runtime's error vocabulary for src/gpu/runtime_error.hpp, and the
+// macros that check CUDA calls with it: a failed call throws mtsarray::Error
+// (OutOfMemory for an allocation failure) naming file:line, the call and
+// CUDA's error name and string; the no-throw form reports on stderr.
 
 #include <cuda_runtime_api.h>
 
-#include "../error.hpp"
+#include "../gpu/runtime_error.hpp"
 
 /// Throws unless `call` returns cudaSuccess.
-#define MTSARRAY_CUDA_CHECK(call) ::mtsarray::cuda::check((call), #call, __FILE__, __LINE__)
+#define MTSARRAY_CUDA_CHECK(call) \
+    ::mtsarray::gpu::check<::mtsarray::cuda::CudaErrors>((call), #call, __FILE__, __LINE__)
 
 /// Reports on stderr unless `call` returns cudaSuccess; evaluates to whether
 /// it did. Never throws.
-#define MTSARRAY_CUDA_CHECK_NOTHROW(call) \
-    ::mtsarray::cuda::check_nothrow((call), #call, __FILE__, __LINE__)
+#define MTSARRAY_CUDA_CHECK_NOTHROW(call)                                                    \
+    ::mtsarray::gpu::check_nothrow<::mtsarray::cuda::CudaErrors>((call), #call, __FILE__, \
+                                                                 __LINE__)
 
 namespace mtsarray {
 namespace cuda {
 
+struct CudaErrors {
+    using Status = cudaError_t;
+    static constexpr const char* display_name = "CUDA";
+    static constexpr Status success = cudaSuccess;
+    static constexpr Status out_of_memory = cudaErrorMemoryAllocation;
+    static const char* name(Status status) noexcept { return cudaGetErrorName(status); }
+    static const char* description(Status status) noexcept { return cudaGetErrorString(status); }
+    static Status last_error() noexcept { return cudaGetLastError(); }
+    /// At process exit the runtime may be unloaded before our last frees: it
+    /// releases everything itself then, so there is nothing to report.
+    static bool is_silent(Status status) noexcept { return status == cudaErrorCudartUnloading; }
+};
+
 /// "cudaErrorInvalidValue: invalid argument"
-inline std::string error_text(cudaError_t status) {
-    return std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status);
-}
-
-/// Throws the exception for a failed `what` (a call, or a description).
-[[noreturn]] inline void throw_error(cudaError_t status, const char* what, const char* file,
-                                     int line) {
-    // Reset the runtime's last-error state so that a later, unrelated check
-    // does not report this failure again (sticky errors stay regardless).
-    (void)cudaGetLastError();
-    const std::string message = "CUDA error at " + std::string(file) + ":" +
-                                std::to_string(line) + ": " + what + " failed with " +
-                                error_text(status);
-    if (status == cudaErrorMemoryAllocation) {
-        throw OutOfMemory(message);
-    }
-    throw Error(message);
-}
-
-inline void check(cudaError_t status, const char* what, const char* file, int line) {
-    if (status != cudaSuccess) {
-        throw_error(status, what, file, line);
-    }
-}
-
-inline bool check_nothrow(cudaError_t status, const char* what, const char* file,
-                          int line) noexcept {
-    if (status == cudaSuccess) {
-        return true;
-    }
-    (void)cudaGetLastError();
-    // At process exit the runtime may be unloaded before our last frees: it
-    // releases everything itself then, so there is nothing to report.
-    if (status != cudaErrorCudartUnloading) {
-        std::fprintf(stderr, "mtsarray: CUDA error at %s:%d: %s failed with %s: %s\n", file, line,
-                     what, cudaGetErrorName(status), cudaGetErrorString(status));
-    }
-    return false;
-}
+inline std::string error_text(cudaError_t status) { return gpu::error_text<CudaErrors>(status); }
 
 }  // namespace cuda
 }  // namespace mtsarray

@@ -58,29 +58,17 @@ struct CudaRuntime {
         }
     }
 
-    /// Makes a device current for its lifetime, then restores the previous
-    /// one (RAII, not copyable).
-    class DeviceGuard {
-    public:
-        explicit DeviceGuard(int device) {
-            MTSARRAY_CUDA_CHECK(cudaGetDevice(&previous_));
-            if (previous_ != device) {
-                MTSARRAY_CUDA_CHECK(cudaSetDevice(device));
-                changed_ = true;
-            }
-        }
-        ~DeviceGuard() {
-            if (changed_) {
-                MTSARRAY_CUDA_CHECK_NOTHROW(cudaSetDevice(previous_));
-            }
-        }
-        DeviceGuard(const DeviceGuard&) = delete;
-        DeviceGuard& operator=(const DeviceGuard&) = delete;
+    using Errors = CudaErrors;
 
-    private:
-        int previous_ = 0;
-        bool changed_ = false;
-    };
+    static int current_device() {
+        int device = 0;
+        MTSARRAY_CUDA_CHECK(cudaGetDevice(&device));
+        return device;
+    }
+    static void set_device(int device) { MTSARRAY_CUDA_CHECK(cudaSetDevice(device)); }
+    static void restore_device(int device) noexcept {
+        MTSARRAY_CUDA_CHECK_NOTHROW(cudaSetDevice(device));
+    }
 
     /// DLPack stream numbers for CUDA: 1 is the legacy default stream, 2 the
     /// per-thread default stream, anything above a cudaStream_t.
@@ -100,8 +88,8 @@ struct CudaRuntime {
 
     static void* allocate_async(size_t bytes, StreamHandle stream) {
         void* data = nullptr;
-        check(cudaMallocAsync(&data, bytes, stream), allocation("cudaMallocAsync", bytes).c_str(),
-              __FILE__, __LINE__);
+        gpu::check_allocation<CudaErrors>(cudaMallocAsync(&data, bytes, stream),
+                                          "cudaMallocAsync", bytes, __FILE__, __LINE__);
         return data;
     }
     static void free_async(void* data, StreamHandle stream) noexcept {
@@ -111,16 +99,16 @@ struct CudaRuntime {
     /// Page-locked host memory, usable with every device.
     static void* allocate_pinned(size_t bytes) {
         void* data = nullptr;
-        check(cudaHostAlloc(&data, bytes, cudaHostAllocPortable),
-              allocation("cudaHostAlloc", bytes).c_str(), __FILE__, __LINE__);
+        gpu::check_allocation<CudaErrors>(cudaHostAlloc(&data, bytes, cudaHostAllocPortable),
+                                          "cudaHostAlloc", bytes, __FILE__, __LINE__);
         return data;
     }
     static void free_pinned(void* data) noexcept { MTSARRAY_CUDA_CHECK_NOTHROW(cudaFreeHost(data)); }
 
     static void* allocate_managed(size_t bytes) {
         void* data = nullptr;
-        check(cudaMallocManaged(&data, bytes, cudaMemAttachGlobal),
-              allocation("cudaMallocManaged", bytes).c_str(), __FILE__, __LINE__);
+        gpu::check_allocation<CudaErrors>(cudaMallocManaged(&data, bytes, cudaMemAttachGlobal),
+                                          "cudaMallocManaged", bytes, __FILE__, __LINE__);
         return data;
     }
     static void free_managed(void* data) noexcept { MTSARRAY_CUDA_CHECK_NOTHROW(cudaFree(data)); }
@@ -182,21 +170,7 @@ struct CudaRuntime {
     }
     static void synchronize_device() { MTSARRAY_CUDA_CHECK(cudaDeviceSynchronize()); }
 
-    /// Reports a failed kernel launch (bad configuration, no kernel image
-    /// for this GPU, ...) as an Error naming the operation.
-    static void check_launch(const char* operation) {
-        const cudaError_t status = cudaGetLastError();
-        if (status != cudaSuccess) {
-            throw_error(status, ("launching the " + std::string(operation) + " kernel").c_str(),
-                        __FILE__, __LINE__);
-        }
-    }
-
 private:
-    static std::string allocation(const char* function, size_t bytes) {
-        return function + std::string(" of ") + std::to_string(bytes) + " bytes";
-    }
-
     /// cudaErrorInsufficientDriver means either no driver at all or one
     /// older than this runtime: say which.
     static std::string insufficient_driver(cudaError_t status) {

@@ -19,8 +19,10 @@
 //   struct DeviceCount { int count; std::string failure; };
 //   static DeviceCount probe_devices() noexcept;  // failure: why count is 0
 //
-//   class DeviceGuard;  // DeviceGuard(int device) makes it current (throws),
-//                       // the destructor restores the previous one
+//   using Errors = ...;  // error vocabulary, see runtime_error.hpp
+//   static int current_device();               // DeviceGuard's three calls,
+//   static void set_device(int);               // see device_guard.hpp
+//   static void restore_device(int) noexcept;
 //   static StreamHandle native_stream(const Stream&);  // throws for -1
 //
 //   static void* allocate_async(size_t bytes, StreamHandle);  // throws
@@ -44,7 +46,6 @@
 //   static void stream_wait_event(StreamHandle, EventHandle);
 //   static void synchronize_stream(StreamHandle);
 //   static void synchronize_device();                     // the current device
-//   static void check_launch(const char* operation);      // after <<<>>>
 //
 // Stream semantics: every operation runs on the stream it is given under a
 // DeviceGuard for that stream's device (the legacy and per-thread default
@@ -64,10 +65,12 @@
 #include "../backend.hpp"
 #include "../device.hpp"
 #include "../error.hpp"
+#include "device_guard.hpp"
 #include "event_pool.hpp"
 #include "fill_kernels.hpp"
 #include "move_data_kernels.hpp"
 #include "pinned_staging_pool.hpp"
+#include "runtime_error.hpp"
 #include "strided_copy_kernels.hpp"
 #include "vector_units.hpp"
 
@@ -112,7 +115,7 @@ public:
         if (device.device_type == Runtime::pinned_host_type) {
             return Runtime::allocate_pinned(bytes);
         }
-        typename Runtime::DeviceGuard guard(device.device_id);
+        DeviceGuard<Runtime> guard(device.device_id);
         if (device.device_type == Runtime::device_type) {
             return Runtime::allocate_async(bytes, Runtime::native_stream(stream));
         }
@@ -129,7 +132,7 @@ public:
                 Runtime::free_pinned(data);
                 return;
             }
-            typename Runtime::DeviceGuard guard(device.device_id);
+            DeviceGuard<Runtime> guard(device.device_id);
             if (device.device_type == Runtime::device_type) {
                 Runtime::free_async(data, Runtime::native_stream(stream));
             } else {
@@ -151,7 +154,7 @@ public:
         if (count == 0) {
             return;
         }
-        typename Runtime::DeviceGuard guard(stream.device().device_id);
+        DeviceGuard<Runtime> guard(stream.device().device_id);
         const unsigned char* bytes = static_cast<const unsigned char*>(value);
         bool one_byte_pattern = true;
         for (size_t i = 1; i < element_size; i++) {
@@ -164,7 +167,7 @@ public:
             return;
         }
         launch_fill(handle, data, count, value, element_size);
-        Runtime::check_launch("fill");
+        check_launch<typename Runtime::Errors>("fill");
     }
 
     void copy(const Stream& stream, void* destination, const void* source,
@@ -173,7 +176,7 @@ public:
         if (bytes == 0) {
             return;
         }
-        typename Runtime::DeviceGuard guard(stream.device().device_id);
+        DeviceGuard<Runtime> guard(stream.device().device_id);
         Runtime::copy_device_to_device_async(destination, source, bytes, handle);
     }
 
@@ -187,7 +190,7 @@ public:
         MTSARRAY_EXPECTS(run_count <= UINT32_MAX,
                          "move_data: " + std::to_string(run_count) + " runs are too many");
         const int device = stream.device().device_id;
-        typename Runtime::DeviceGuard guard(device);
+        DeviceGuard<Runtime> guard(device);
 
         size_t width = plan.alignment();
         width = std::min(width, alignment_of(output));
@@ -205,7 +208,7 @@ public:
             MoveTableEntry entries[inline_move_table_capacity];
             arguments.total_units = write_move_table(plan, width, entries);
             launch_move_data(handle, arguments, entries, width);
-            Runtime::check_launch("move_data");
+            check_launch<typename Runtime::Errors>("move_data");
             return;
         }
 
@@ -224,7 +227,7 @@ public:
         staging.release_after(std::move(lease), handle);
         launch_move_data_with_device_table(handle, arguments,
                                            static_cast<const MoveTableEntry*>(table), width);
-        Runtime::check_launch("move_data");
+        check_launch<typename Runtime::Errors>("move_data");
     }
 
     void strided_copy(const Stream& stream, void* destination,
@@ -234,14 +237,14 @@ public:
         if (plan.kind == StridedCopyPlan::Kind::nothing) {
             return;
         }
-        typename Runtime::DeviceGuard guard(stream.device().device_id);
+        DeviceGuard<Runtime> guard(stream.device().device_id);
         if (plan.kind == StridedCopyPlan::Kind::contiguous) {
             Runtime::copy_device_to_device_async(destination, source.data,
                                                  plan.total_units * plan.unit_width, handle);
             return;
         }
         launch_strided_copy(handle, plan, source.data, destination);
-        Runtime::check_launch("strided_copy");
+        check_launch<typename Runtime::Errors>("strided_copy");
     }
 
     void copy_to_host(const Stream& stream, void* host_destination, const void* source,
@@ -250,7 +253,7 @@ public:
         if (bytes == 0) {
             return;
         }
-        typename Runtime::DeviceGuard guard(stream.device().device_id);
+        DeviceGuard<Runtime> guard(stream.device().device_id);
         Runtime::copy_device_to_host_async(host_destination, source, bytes, handle);
     }
 
@@ -261,7 +264,7 @@ public:
             return;
         }
         const int device = stream.device().device_id;
-        typename Runtime::DeviceGuard guard(device);
+        DeviceGuard<Runtime> guard(device);
         if (bytes <= staged_copy_limit) {
             PinnedStagingPool<Runtime>& staging = device_state(device).staging;
             auto lease = staging.acquire(bytes);
@@ -286,7 +289,7 @@ public:
             return;
         }
         const int source_device = stream.device().device_id;
-        typename Runtime::DeviceGuard guard(source_device);
+        DeviceGuard<Runtime> guard(source_device);
         if (destination_device.device_id == source_device) {
             Runtime::copy_device_to_device_async(destination, source, bytes, handle);
         } else {
@@ -313,10 +316,10 @@ public:
         // be on another device (a cross-device wait is legal).
         const int producer_device = producer.device().device_id;
         EventPool<Runtime>& events = device_state(producer_device).events;
-        typename Runtime::DeviceGuard producer_guard(producer_device);
+        DeviceGuard<Runtime> producer_guard(producer_device);
         auto event = events.acquire();
         Runtime::record_event(event.get(), producer_handle);
-        typename Runtime::DeviceGuard waiting_guard(waiting.device().device_id);
+        DeviceGuard<Runtime> waiting_guard(waiting.device().device_id);
         Runtime::stream_wait_event(waiting_handle, event.get());
     }
 
@@ -328,13 +331,13 @@ public:
             // of its device; page-locked memory only by our own copies, which
             // their device-side stream has already been synchronised for.
             if (Runtime::has_managed_memory && device.device_type == Runtime::managed_type) {
-                typename Runtime::DeviceGuard guard(device.device_id);
+                DeviceGuard<Runtime> guard(device.device_id);
                 Runtime::synchronize_device();
             }
             return;
         }
         const StreamHandle handle = device_stream(stream, "synchronize");
-        typename Runtime::DeviceGuard guard(device.device_id);
+        DeviceGuard<Runtime> guard(device.device_id);
         Runtime::synchronize_stream(handle);
     }
 

@@ -1,0 +1,97 @@
+#pragma once
+// Checking GPU runtime calls, written once for CUDA and HIP (after RMM's
+// error macros): a failed call throws mtsarray::Error, or OutOfMemory for an
+// allocation failure, naming file:line, the call and the runtime's own error
+// name and string; the no-throw form reports on stderr, for destructors and
+// deleters. No runtime call is made here: `Errors` is the runtime's error
+// vocabulary (src/cuda/cuda_error.hpp, src/hip/hip_error.hpp):
+//
+//   using Status = cudaError_t;
+//   static constexpr const char* display_name;  // "CUDA", "HIP"
+//   static constexpr Status success, out_of_memory;
+//   static const char* name(Status) noexcept;
+//   static const char* description(Status) noexcept;
+//   static Status last_error() noexcept;        // and reset it
+//   static bool is_silent(Status) noexcept;     // not worth reporting
+
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "../error.hpp"
+
+namespace mtsarray {
+namespace gpu {
+
+/// "cudaErrorInvalidValue: invalid argument". ROCm 5 describes an error by
+/// its name, which is then said once.
+template <class Errors> std::string error_text(typename Errors::Status status) {
+    const std::string name = Errors::name(status);
+    const std::string description = Errors::description(status);
+    return description == name ? name : name + ": " + description;
+}
+
+/// Throws the exception for a failed `what` (a call, or a description).
+template <class Errors>
+[[noreturn]] void throw_error(typename Errors::Status status, const char* what, const char* file,
+                              int line) {
+    // Reset the runtime's last-error state so that a later, unrelated check
+    // does not report this failure again (sticky errors stay regardless).
+    (void)Errors::last_error();
+    const std::string message = std::string(Errors::display_name) + " error at " + file + ":" +
+                                std::to_string(line) + ": " + what + " failed with " +
+                                error_text<Errors>(status);
+    if (status == Errors::out_of_memory) {
+        throw OutOfMemory(message);
+    }
+    throw Error(message);
+}
+
+template <class Errors>
+void check(typename Errors::Status status, const char* what, const char* file, int line) {
+    if (status != Errors::success) {
+        throw_error<Errors>(status, what, file, line);
+    }
+}
+
+template <class Errors>
+bool check_nothrow(typename Errors::Status status, const char* what, const char* file,
+                   int line) noexcept {
+    if (status == Errors::success) {
+        return true;
+    }
+    (void)Errors::last_error();
+    if (!Errors::is_silent(status)) {
+        const char* name = Errors::name(status);
+        const char* description = Errors::description(status);
+        const bool same = std::strcmp(name, description) == 0;
+        std::fprintf(stderr, "mtsarray: %s error at %s:%d: %s failed with %s%s%s\n",
+                     Errors::display_name, file, line, what, name, same ? "" : ": ",
+                     same ? "" : description);
+    }
+    return false;
+}
+
+/// Checks an allocation call: the message names the size.
+template <class Errors>
+void check_allocation(typename Errors::Status status, const char* function, size_t bytes,
+                      const char* file, int line) {
+    if (status != Errors::success) {
+        const std::string what = function + std::string(" of ") + std::to_string(bytes) + " bytes";
+        throw_error<Errors>(status, what.c_str(), file, line);
+    }
+}
+
+/// Reports a failed kernel launch (bad configuration, no kernel image for
+/// this GPU, ...) as an Error naming the operation.
+template <class Errors> void check_launch(const char* operation) {
+    const typename Errors::Status status = Errors::last_error();
+    if (status != Errors::success) {
+        throw_error<Errors>(status, ("launching the " + std::string(operation) + " kernel").c_str(),
+                            __FILE__, __LINE__);
+    }
+}
+
+}  // namespace gpu
+}  // namespace mtsarray

@@ -1,0 +1,18 @@
+// The HIP backend: GpuBackend (src/gpu) instantiated with the ROCm runtime
+// traits. This is the only translation unit the HIP compiler builds for
+// mtsarray.
+
+#include "../backend_registry.hpp"
+#include "../gpu/gpu_backend.hpp"
+#include "hip_runtime.hpp"
+
+namespace mtsarray {
+
+const Backend& hip_backend() {
+    // Never destroyed, like the CUDA backend: the pools it owns must not
+    // free into a runtime that exit() may already have torn down.
+    static const Backend* const backend = new gpu::GpuBackend<hip::HipRuntime>();
+    return *backend;
+}
+
+}  // namespace mtsarray

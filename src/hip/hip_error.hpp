@@ -1,0 +1,40 @@
+#pragma once
+// The HIP runtime's error vocabulary for src/gpu/runtime_error.hpp, and the
+// macros that check HIP calls with it: a failed call throws mtsarray::Error
+// (OutOfMemory for an allocation failure) naming file:line, the call and
+// HIP's error name and string; the no-throw form reports on stderr.
+
+#include <hip/hip_runtime_api.h>
+
+#include "../gpu/runtime_error.hpp"
+
+/// Throws unless `call` returns hipSuccess.
+#define MTSARRAY_HIP_CHECK(call) \
+    ::mtsarray::gpu::check<::mtsarray::hip::HipErrors>((call), #call, __FILE__, __LINE__)
+
+/// Reports on stderr unless `call` returns hipSuccess; evaluates to whether
+/// it did. Never throws.
+#define MTSARRAY_HIP_CHECK_NOTHROW(call) \
+    ::mtsarray::gpu::check_nothrow<::mtsarray::hip::HipErrors>((call), #call, __FILE__, __LINE__)
+
+namespace mtsarray {
+namespace hip {
+
+struct HipErrors {
+    using Status = hipError_t;
+    static constexpr const char* display_name = "HIP";
+    static constexpr Status success = hipSuccess;
+    static constexpr Status out_of_memory = hipErrorOutOfMemory;
+    static const char* name(Status status) noexcept { return hipGetErrorName(status); }
+    static const char* description(Status status) noexcept { return hipGetErrorString(status); }
+    static Status last_error() noexcept { return hipGetLastError(); }
+    /// libamdhip64 is a shared library that outlives ours: every failure is
+    /// worth reporting.
+    static bool is_silent(Status) noexcept { return false; }
+};
+
+/// "hipErrorNoDevice" (ROCm 5 has no separate description).
+inline std::string error_text(hipError_t status) { return gpu::error_text<HipErrors>(status); }
+
+}  // namespace hip
+}  // namespace mtsarray

@@ -1,0 +1,185 @@
+#pragma once
+// HipRuntime: the runtime traits GpuBackend (src/gpu/gpu_backend.hpp) is
+// instantiated with for ROCm. Every HIP runtime call of mtsarray lives here,
+// checked with hip_error.hpp; it provides the names of
+// src/cuda/cuda_runtime.hpp, and differs where ROCm does: its DLPack stream
+// numbers, no managed-memory device type in DLPack, and how a missing
+// driver shows.
+//
+// ROCm 5.2 (Debian 12) is the oldest runtime this is built with: it has the
+// stream-ordered allocator (hipMallocAsync/hipFreeAsync, marked beta there)
+// and every other call used here.
+
+#include <cstddef>
+#include <string>
+
+#include <hip/hip_runtime_api.h>
+#include <metatensor.h>
+#include <unistd.h>
+
+#include "../error.hpp"
+#include "../stream.hpp"
+#include "hip_error.hpp"
+
+namespace mtsarray {
+namespace hip {
+
+struct HipRuntime {
+    using StreamHandle = hipStream_t;
+    using EventHandle = hipEvent_t;
+
+    static constexpr const char* name = "hip";
+    static constexpr const char* display_name = "ROCm";
+    static constexpr DLDeviceType device_type = kDLROCM;
+    static constexpr DLDeviceType pinned_host_type = kDLROCMHost;
+    // DLPack names no ROCm managed-memory device type; a type this backend
+    // never serves keeps `managed_type` from matching anything.
+    static constexpr bool has_managed_memory = false;
+    static constexpr DLDeviceType managed_type = kDLExtDev;
+
+    // ---- devices ----------------------------------------------------------
+
+    struct DeviceCount {
+        int count;
+        std::string failure;  // why count is 0
+    };
+
+    /// Counts the devices without throwing. Without a GPU, or without the
+    /// amdgpu kernel driver, hipGetDeviceCount returns hipErrorNoDevice
+    /// either way: /dev/kfd tells the two apart.
+    static DeviceCount probe_devices() noexcept {
+        try {
+            int count = 0;
+            const hipError_t status = hipGetDeviceCount(&count);
+            if (status == hipSuccess && count > 0) {
+                return DeviceCount{count, ""};
+            }
+            (void)hipGetLastError();
+            const std::string cause = status == hipSuccess ? "" : " (" + error_text(status) + ")";
+            if (::access("/dev/kfd", F_OK) != 0) {
+                return DeviceCount{0, "no ROCm driver found: /dev/kfd does not exist" + cause};
+            }
+            if (::access("/dev/kfd", R_OK | W_OK) != 0) {
+                return DeviceCount{0, "no ROCm device usable: /dev/kfd is not readable and "
+                                      "writable by this user (the render group usually is)" +
+                                          cause};
+            }
+            if (status == hipSuccess || status == hipErrorNoDevice) {
+                return DeviceCount{0, "no ROCm device" + cause};
+            }
+            return DeviceCount{0, "ROCm can not be initialised" + cause};
+        } catch (...) {
+            return DeviceCount{0, "ROCm can not be initialised (out of memory)"};
+        }
+    }
+
+    using Errors = HipErrors;
+
+    static int current_device() {
+        int device = 0;
+        MTSARRAY_HIP_CHECK(hipGetDevice(&device));
+        return device;
+    }
+    static void set_device(int device) { MTSARRAY_HIP_CHECK(hipSetDevice(device)); }
+    static void restore_device(int device) noexcept {
+        MTSARRAY_HIP_CHECK_NOTHROW(hipSetDevice(device));
+    }
+
+    /// DLPack stream numbers for ROCm: 0 is the default (null) stream,
+    /// anything above 2 a hipStream_t. Stream::parse has rejected 1 and 2.
+    static StreamHandle native_stream(const Stream& stream) {
+        if (stream.number() == stream_numbers::rocm_default) {
+            return nullptr;
+        }
+        MTSARRAY_EXPECTS(stream.is_handle(), "stream number " + std::to_string(stream.number()) +
+                                                 " does not name a ROCm stream");
+        return static_cast<hipStream_t>(stream.handle());
+    }
+
+    // ---- memory -----------------------------------------------------------
+
+    static void* allocate_async(size_t bytes, StreamHandle stream) {
+        void* data = nullptr;
+        gpu::check_allocation<HipErrors>(hipMallocAsync(&data, bytes, stream),
+                                         "hipMallocAsync", bytes, __FILE__, __LINE__);
+        return data;
+    }
+    static void free_async(void* data, StreamHandle stream) noexcept {
+        MTSARRAY_HIP_CHECK_NOTHROW(hipFreeAsync(data, stream));
+    }
+
+    /// Page-locked host memory, usable with every device.
+    static void* allocate_pinned(size_t bytes) {
+        void* data = nullptr;
+        gpu::check_allocation<HipErrors>(hipHostMalloc(&data, bytes, hipHostMallocPortable),
+                                         "hipHostMalloc", bytes, __FILE__, __LINE__);
+        return data;
+    }
+    static void free_pinned(void* data) noexcept { MTSARRAY_HIP_CHECK_NOTHROW(hipHostFree(data)); }
+
+    // GpuBackend never reaches these: no device type selects managed memory.
+    static void* allocate_managed(size_t /*bytes*/) {
+        throw Error("DLPack has no ROCm managed-memory device type");
+    }
+    static void free_managed(void* /*data*/) noexcept {}
+
+    // ---- copies -----------------------------------------------------------
+
+    static void copy_device_to_device_async(void* destination, const void* source, size_t bytes,
+                                            StreamHandle stream) {
+        MTSARRAY_HIP_CHECK(
+            hipMemcpyAsync(destination, source, bytes, hipMemcpyDeviceToDevice, stream));
+    }
+    static void copy_host_to_device_async(void* destination, const void* source, size_t bytes,
+                                          StreamHandle stream) {
+        MTSARRAY_HIP_CHECK(
+            hipMemcpyAsync(destination, source, bytes, hipMemcpyHostToDevice, stream));
+    }
+    static void copy_device_to_host_async(void* destination, const void* source, size_t bytes,
+                                          StreamHandle stream) {
+        MTSARRAY_HIP_CHECK(
+            hipMemcpyAsync(destination, source, bytes, hipMemcpyDeviceToHost, stream));
+    }
+    static void copy_peer_async(void* destination, int destination_device, const void* source,
+                                int source_device, size_t bytes, StreamHandle stream) {
+        MTSARRAY_HIP_CHECK(hipMemcpyPeerAsync(destination, destination_device, source,
+                                              source_device, bytes, stream));
+    }
+    static void memset_async(void* data, unsigned char value, size_t bytes, StreamHandle stream) {
+        MTSARRAY_HIP_CHECK(hipMemsetAsync(data, value, bytes, stream));
+    }
+
+    // ---- events and synchronisation ---------------------------------------
+
+    static EventHandle create_event() {
+        EventHandle event = nullptr;
+        MTSARRAY_HIP_CHECK(hipEventCreateWithFlags(&event, hipEventDisableTiming));
+        return event;
+    }
+    static void destroy_event(EventHandle event) noexcept {
+        MTSARRAY_HIP_CHECK_NOTHROW(hipEventDestroy(event));
+    }
+    static void record_event(EventHandle event, StreamHandle stream) {
+        MTSARRAY_HIP_CHECK(hipEventRecord(event, stream));
+    }
+    /// Whether the work before the event's last record is done (true for an
+    /// event never recorded); never blocks.
+    static bool event_done(EventHandle event) {
+        const hipError_t status = hipEventQuery(event);
+        if (status == hipErrorNotReady) {
+            return false;
+        }
+        MTSARRAY_HIP_CHECK(status);
+        return true;
+    }
+    static void stream_wait_event(StreamHandle stream, EventHandle event) {
+        MTSARRAY_HIP_CHECK(hipStreamWaitEvent(stream, event, 0));
+    }
+    static void synchronize_stream(StreamHandle stream) {
+        MTSARRAY_HIP_CHECK(hipStreamSynchronize(stream));
+    }
+    static void synchronize_device() { MTSARRAY_HIP_CHECK(hipDeviceSynchronize()); }
+};
+
+}  // namespace hip
+}  // namespace mtsarray
