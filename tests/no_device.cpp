@@ -24,7 +24,7 @@ struct GpuFamily {
     const char* vendor;  // as the probe names it in its messages
 };
 
-std::vector<GpuFamily> compiled_families() {
+[[maybe_unused]] std::vector<GpuFamily> compiled_families() {
     std::vector<GpuFamily> families;
 #if MTSARRAY_HAS_CUDA
     families.push_back({"cuda", kDLCUDA, kDLCUDAHost, "CUDA"});
@@ -131,7 +131,7 @@ TEST_P(NoDevice, StreamRulesAreStillEnforced) {
     EXPECT_FALSE(last_error().empty());
 }
 
-std::string family_name(const ::testing::TestParamInfo<GpuFamily>& info) {
+[[maybe_unused]] std::string family_name(const ::testing::TestParamInfo<GpuFamily>& info) {
     return info.param.name;
 }
 
