@@ -1,0 +1,106 @@
+# shellcheck shell=bash disable=SC2034
+# Shared by setup.sh, test.sh and run.sh: where things are and how the build
+# is configured. Source it; it defines variables and functions only.
+#
+# Environment knobs (all optional):
+#   MTSARRAY_BUILD_DIR            build folder (default: <repo>/build)
+#   MTSARRAY_JOBS                 parallel build jobs (default: 2)
+#   MTSARRAY_CUDA                 auto | ON | OFF (default: auto = ON when nvcc is found)
+#   MTSARRAY_CUDA_ARCHITECTURES   CMAKE_CUDA_ARCHITECTURES to build for
+#                                 (default: "80-real;90-real;90-virtual")
+#   MTSARRAY_HIP                  auto | ON | OFF (default: auto, see test.sh)
+#   MTSARRAY_VENV                 Python virtual environment (default: <repo>/.venv)
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${MTSARRAY_BUILD_DIR:-$REPO_ROOT/build}"
+JOBS="${MTSARRAY_JOBS:-2}"
+VENV_DIR="${MTSARRAY_VENV:-$REPO_ROOT/.venv}"
+VENV_PYTHON="$VENV_DIR/bin/python"
+METATENSOR_VERSION="0.2.6"
+
+log() {
+    printf '\n\033[1m==> %s\033[0m\n' "$*"
+}
+
+die() {
+    printf 'error: %s\n' "$*" >&2
+    exit 1
+}
+
+# The CMake package folder of metatensor-core inside the venv.
+metatensor_cmake_prefix() {
+    "$VENV_PYTHON" -c "import metatensor; print(metatensor.utils.cmake_prefix_path)"
+}
+
+# Path of nvcc, or nothing: PATH first, then the usual CUDA install folders.
+find_nvcc() {
+    if [[ -n "${CUDACXX:-}" && -x "${CUDACXX}" ]]; then
+        echo "$CUDACXX"
+        return
+    fi
+    local candidate
+    for candidate in "$(command -v nvcc 2>/dev/null || true)" \
+        "${CUDA_HOME:-/nonexistent}/bin/nvcc" \
+        "${CUDA_PATH:-/nonexistent}/bin/nvcc" \
+        /usr/local/cuda/bin/nvcc; do
+        if [[ -n "$candidate" && -x "$candidate" ]]; then
+            echo "$candidate"
+            return
+        fi
+    done
+}
+
+# Prints the CMake arguments for the CUDA backend, one per line.
+cuda_cmake_args() {
+    local mode="${MTSARRAY_CUDA:-auto}" nvcc
+    nvcc="$(find_nvcc)"
+    case "$mode" in
+        OFF | off | 0 | false)
+            echo "-DMTSARRAY_CUDA=OFF"
+            return
+            ;;
+        ON | on | 1 | true)
+            [[ -n "$nvcc" ]] || die "MTSARRAY_CUDA=$mode but nvcc was not found"
+            ;;
+        auto)
+            if [[ -z "$nvcc" ]]; then
+                echo "-DMTSARRAY_CUDA=OFF"
+                return
+            fi
+            ;;
+        *) die "MTSARRAY_CUDA must be auto, ON or OFF (got '$mode')" ;;
+    esac
+    echo "-DMTSARRAY_CUDA=ON"
+    echo "-DCMAKE_CUDA_COMPILER=$nvcc"
+    # The project's default list, spelled out: A100 and H100/H200 binaries
+    # plus sm_90 PTX for newer GPUs.
+    echo "-DCMAKE_CUDA_ARCHITECTURES=${MTSARRAY_CUDA_ARCHITECTURES:-80-real;90-real;90-virtual}"
+}
+
+# configure_and_build BUILD_DIR [extra cmake args...]
+# Release build of the library, tests, examples and benchmarks.
+configure_and_build() {
+    local build_dir="$1"
+    shift
+    local prefix
+    prefix="$(metatensor_cmake_prefix)"
+    local -a cuda_args
+    mapfile -t cuda_args < <(cuda_cmake_args)
+
+    log "configure $build_dir (${cuda_args[0]})"
+    cmake -S "$REPO_ROOT" -B "$build_dir" \
+        -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_PREFIX_PATH="$prefix" \
+        -DMTSARRAY_BUILD_TESTS=ON \
+        -DMTSARRAY_BUILD_EXAMPLES=ON \
+        -DMTSARRAY_BUILD_BENCHMARKS=ON \
+        "${cuda_args[@]}" "$@"
+
+    log "build $build_dir (-j$JOBS)"
+    cmake --build "$build_dir" -j"$JOBS"
+}
+
+# Number of seconds since the script started, for the timing summary.
+elapsed() {
+    echo "$((SECONDS / 60))m$((SECONDS % 60))s"
+}

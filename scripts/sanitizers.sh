@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Reliability checks, CPU-only, with clang:
+#   1. ASan + UBSan build (with the fault injection hook and the fuzzers
+#      compiled in): the whole ctest suite with leak detection, which
+#      includes the fault injection sweep and the exported-symbols check;
+#   2. ThreadSanitizer build: the concurrency tests (ctest -R concurrency);
+#   3. a short fixed-seed libFuzzer run of every fuzz target (scripts/fuzz.sh).
+# Any sanitizer report, leak, test failure or fuzzer finding makes the script
+# exit non-zero; every stage runs and the failures are listed at the end.
+#
+# Usage: bash scripts/sanitizers.sh
+# Environment (all optional):
+#   MTSARRAY_SANITIZER_CXX  C++ compiler (default: clang++; libFuzzer needs clang)
+#   MTSARRAY_SANITIZER_CC   C compiler (default: clang)
+#   MTSARRAY_ASAN_BUILD_DIR (default: <repo>/build-asan)
+#   MTSARRAY_TSAN_BUILD_DIR (default: <repo>/build-tsan)
+#   MTSARRAY_FUZZ_RUNS      runs per fuzz target (default 20000), see scripts/fuzz.sh
+#   MTSARRAY_JOBS           parallel build / test jobs (default 2)
+# The CUDA backend stays off: ASan with the CUDA runtime needs
+# ASAN_OPTIONS=protect_shadow_gap=0 and a GPU to say anything; the GPU side
+# has scripts/gpu_sanitizers.sh (compute-sanitizer) instead.
+set -euo pipefail
+
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+CXX_COMPILER="${MTSARRAY_SANITIZER_CXX:-clang++}"
+C_COMPILER="${MTSARRAY_SANITIZER_CC:-clang}"
+ASAN_BUILD="${MTSARRAY_ASAN_BUILD_DIR:-$REPO_ROOT/build-asan}"
+TSAN_BUILD="${MTSARRAY_TSAN_BUILD_DIR:-$REPO_ROOT/build-tsan}"
+SUPPRESSIONS="$REPO_ROOT/tests/sanitizers"
+
+command -v "$CXX_COMPILER" >/dev/null || die "$CXX_COMPILER not found (apt-get install clang)"
+command -v "$C_COMPILER" >/dev/null || die "$C_COMPILER not found (apt-get install clang)"
+
+FAILED_STAGES=()
+run_stage() {
+    local name="$1" status
+    shift
+    local start=$SECONDS
+    set +e
+    (
+        set -e
+        "$@"
+    )
+    status=$?
+    set -e
+    if [[ $status -ne 0 ]]; then
+        FAILED_STAGES+=("$name")
+        log "FAILED: $name (exit status $status, $((SECONDS - start))s)"
+    else
+        log "passed: $name ($((SECONDS - start))s)"
+    fi
+}
+
+# configure_sanitized BUILD_DIR SANITIZER [extra cmake args...]
+configure_sanitized() {
+    local build_dir="$1" sanitizer="$2"
+    shift 2
+    log "configure $build_dir (MTSARRAY_SANITIZE=$sanitizer, $CXX_COMPILER)"
+    cmake -S "$REPO_ROOT" -B "$build_dir" \
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_CXX_COMPILER="$CXX_COMPILER" \
+        -DCMAKE_C_COMPILER="$C_COMPILER" \
+        -DCMAKE_PREFIX_PATH="$(metatensor_cmake_prefix)" \
+        -DMTSARRAY_CUDA=OFF \
+        -DMTSARRAY_HIP=OFF \
+        -DMTSARRAY_BUILD_TESTS=ON \
+        -DMTSARRAY_BUILD_EXAMPLES=OFF \
+        -DMTSARRAY_BUILD_BENCHMARKS=OFF \
+        -DMTSARRAY_SANITIZE="$sanitizer" \
+        "$@"
+}
+
+asan_suite() {
+    configure_sanitized "$ASAN_BUILD" address \
+        -DMTSARRAY_FAULT_INJECTION=ON -DMTSARRAY_BUILD_FUZZERS=ON
+    log "build $ASAN_BUILD (-j$JOBS)"
+    cmake --build "$ASAN_BUILD" -j"$JOBS"
+    log "ctest under ASan + UBSan, leak detection on"
+    ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1" \
+    LSAN_OPTIONS="suppressions=$SUPPRESSIONS/lsan.supp:print_suppressions=0" \
+    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+        ctest --test-dir "$ASAN_BUILD" --output-on-failure -j"$JOBS"
+    # the figures of the fault injection sweep, for the log
+    ASAN_OPTIONS="detect_leaks=1" "$ASAN_BUILD/tests/mtsarray-fault-injection-tests" 2>&1 |
+        grep -E '^\[fault injection\]|^\[  (PASSED|FAILED)'
+}
+
+tsan_suite() {
+    configure_sanitized "$TSAN_BUILD" thread
+    log "build $TSAN_BUILD (-j$JOBS)"
+    cmake --build "$TSAN_BUILD" -j"$JOBS" --target mtsarray-concurrency-tests
+    log "ctest -R concurrency under TSan"
+    TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPPRESSIONS/tsan.supp" \
+        ctest --test-dir "$TSAN_BUILD" --output-on-failure -R concurrency --no-tests=error
+}
+
+fuzz_short() {
+    MTSARRAY_FUZZ_RUNS="${MTSARRAY_FUZZ_RUNS:-20000}" MTSARRAY_FUZZ_SEED=1 \
+        bash "$REPO_ROOT/scripts/fuzz.sh" "$ASAN_BUILD"
+}
+
+run_stage "ASan + UBSan: ctest (fault injection, exported symbols included)" asan_suite
+run_stage "TSan: ctest -R concurrency" tsan_suite
+if [[ -x "$ASAN_BUILD/tests/fuzz/mtsarray-fuzz-move-data" ]]; then
+    run_stage "libFuzzer: fixed-seed runs" fuzz_short
+else
+    FAILED_STAGES+=("libFuzzer: the fuzz targets were not built")
+fi
+
+if [[ ${#FAILED_STAGES[@]} -ne 0 ]]; then
+    log "sanitizers: FAILED stages ($(elapsed)):"
+    printf '  - %s\n' "${FAILED_STAGES[@]}"
+    exit 1
+fi
+log "sanitizers: all clean ($(elapsed))"

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian machine to build mtsarray: system packages (when run
+# as root with apt-get) and a Python virtual environment at <repo>/.venv with
+# metatensor-core (libmetatensor, metatensor.h/.hpp, DLPack, CMake config).
+# Safe to run again: it only installs what is missing.
+set -euo pipefail
+
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+APT_PACKAGES=(
+    cmake g++ gfortran make git pkg-config
+    libgtest-dev libbenchmark-dev
+    python3 python3-venv python3-pip
+    # the HIP backend's compiler: Debian's ROCm 5.2 (clang 15, libamdhip64)
+    hipcc
+)
+
+install_system_packages() {
+    if ! command -v apt-get >/dev/null 2>&1; then
+        log "apt-get not found: skipping system packages (need: ${APT_PACKAGES[*]})"
+        return
+    fi
+    local -a missing=()
+    local package
+    for package in "${APT_PACKAGES[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+            missing+=("$package")
+        fi
+    done
+    if [[ ${#missing[@]} -eq 0 ]]; then
+        log "system packages: all present"
+        return
+    fi
+    if [[ "$(id -u)" -ne 0 ]]; then
+        log "not root: skipping apt-get install of: ${missing[*]}"
+        echo "    (run 'sudo apt-get install ${missing[*]}' if the build fails)"
+        return
+    fi
+    log "apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+venv_is_ready() {
+    [[ -x "$VENV_PYTHON" ]] && "$VENV_PYTHON" - "$METATENSOR_VERSION" <<'EOF' >/dev/null 2>&1
+import sys
+from importlib.metadata import version
+import metatensor, numpy  # noqa: F401
+sys.exit(0 if version("metatensor-core") == sys.argv[1] else 1)
+EOF
+}
+
+create_venv() {
+    if venv_is_ready; then
+        log "python venv: $VENV_DIR (metatensor-core $METATENSOR_VERSION already installed)"
+        return
+    fi
+    local python
+    python="$(command -v python3 || true)"
+    [[ -n "$python" ]] || die "python3 not found on PATH"
+    if [[ ! -x "$VENV_PYTHON" ]] || ! "$VENV_PYTHON" -c "import sys" >/dev/null 2>&1; then
+        log "create venv $VENV_DIR with $python ($("$python" --version 2>&1))"
+        rm -rf "$VENV_DIR"
+        "$python" -m venv "$VENV_DIR" ||
+            die "'$python -m venv' failed (on Debian: apt-get install python3-venv)"
+    fi
+    log "pip install metatensor-core==$METATENSOR_VERSION numpy"
+    "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check \
+        "metatensor-core==$METATENSOR_VERSION" numpy
+    venv_is_ready || die "metatensor-core $METATENSOR_VERSION is not importable from $VENV_PYTHON"
+}
+
+report() {
+    local nvcc hipcc
+    nvcc="$(find_nvcc)"
+    hipcc="$(command -v hipcc 2>/dev/null || true)"
+    log "where things are"
+    printf '  %-22s %s\n' \
+        "repository" "$REPO_ROOT" \
+        "python venv" "$VENV_DIR" \
+        "metatensor-core" "$("$VENV_PYTHON" -c 'from importlib.metadata import version; print(version("metatensor-core"))')" \
+        "metatensor CMake path" "$(metatensor_cmake_prefix)" \
+        "cmake" "$(command -v cmake || echo 'not found') ($(cmake --version 2>/dev/null | head -n1 | awk '{print $3}'))" \
+        "c++ compiler" "$(command -v c++ || command -v g++ || echo 'not found')" \
+        "gtest" "$(ls -d /usr/include/gtest 2>/dev/null || echo 'not found')" \
+        "google benchmark" "$(ls -d /usr/include/benchmark 2>/dev/null || echo 'not found (optional)')" \
+        "nvcc (CUDA backend)" "${nvcc:-not found: CUDA backend will be off}" \
+        "hipcc (HIP backend)" "${hipcc:-not found: HIP backend will be off}"
+}
+
+install_system_packages
+create_venv
+report

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The test command: set up, build (Release; CUDA when nvcc is found), run the
+# GoogleTest suite, install, build and run the find_package consumer and the
+# examples against the installation, then the HIP build when available.
+#
+# Usage: bash scripts/test.sh          (see scripts/common.sh for env knobs)
+set -euo pipefail
+
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+# Stages after the build run even when an earlier one failed, so that one CI
+# run reports everything; the script fails at the end if any stage did.
+FAILED_STAGES=()
+run_stage() {
+    local name="$1" status
+    shift
+    set +e
+    (
+        set -e
+        "$@"
+    )
+    status=$?
+    set -e
+    if [[ $status -ne 0 ]]; then
+        FAILED_STAGES+=("$name")
+        log "FAILED: $name (exit status $status)"
+    fi
+}
+
+run_tests() {
+    log "ctest ($BUILD_DIR)"
+    ctest --test-dir "$BUILD_DIR" --output-on-failure
+}
+
+# Install into a temporary prefix; build and run tests/install (a
+# find_package(mtsarray) consumer) and examples/ as standalone projects.
+test_installation() {
+    local prefix consumer_build examples_build metatensor_prefix
+    prefix="$(mktemp -d "${TMPDIR:-/tmp}/mtsarray-install.XXXXXX")"
+    # Runs in run_stage's subshell: the prefix goes when the stage ends, pass or fail.
+    # shellcheck disable=SC2064
+    trap "rm -rf '$prefix'" EXIT
+    consumer_build="$BUILD_DIR/install-consumer"
+    examples_build="$BUILD_DIR/install-examples"
+    metatensor_prefix="$(metatensor_cmake_prefix)"
+
+    log "install into $prefix"
+    cmake --install "$BUILD_DIR" --prefix "$prefix"
+
+    log "tests/install: find_package(mtsarray) consumer"
+    rm -rf "$consumer_build"
+    cmake -S "$REPO_ROOT/tests/install" -B "$consumer_build" \
+        -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_PREFIX_PATH="$prefix;$metatensor_prefix"
+    cmake --build "$consumer_build" -j"$JOBS"
+    ctest --test-dir "$consumer_build" --output-on-failure
+
+    log "examples/ as a standalone project against the installation"
+    rm -rf "$examples_build"
+    cmake -S "$REPO_ROOT/examples" -B "$examples_build" \
+        -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_PREFIX_PATH="$prefix;$metatensor_prefix"
+    cmake --build "$examples_build" -j"$JOBS"
+    ctest --test-dir "$examples_build" --output-on-failure
+}
+
+# ---------------------------------------------------------------------------
+# HIP build (ROCm, Debian's hipcc package). Separate build folder, same tests.
+# MTSARRAY_HIP=auto (default) builds it when hipcc is found, and requires it
+# under CI (CI=true) so that the HIP backend can not silently stop being
+# built; ON requires it; OFF skips it. The AMD
+# targets default to the project's list (gfx90a;gfx940); set
+# CMAKE_HIP_ARCHITECTURES in HIP_CMAKE_ARGS to change them.
+# >>> HIP: the flags the HIP backend needs go into HIP_CMAKE_ARGS below. <<<
+# ---------------------------------------------------------------------------
+build_and_test_hip() {
+    local mode="${MTSARRAY_HIP:-auto}" hipcc
+    hipcc="$(command -v hipcc 2>/dev/null || true)"
+    case "$mode" in
+        OFF | off | 0 | false)
+            log "HIP build skipped (MTSARRAY_HIP=$mode)"
+            return
+            ;;
+        ON | on | 1 | true | auto) ;;
+        *) die "MTSARRAY_HIP must be auto, ON or OFF (got '$mode')" ;;
+    esac
+    if [[ "$mode" == auto && "${CI:-}" == true ]]; then
+        mode=ON
+    fi
+    local reason=""
+    if [[ -z "$hipcc" ]]; then
+        reason="hipcc not found (apt-get install hipcc)"
+    fi
+    if [[ -n "$reason" ]]; then
+        [[ "$mode" == auto ]] || die "MTSARRAY_HIP=$mode but $reason"
+        log "HIP build skipped: $reason"
+        return
+    fi
+
+    local hip_build="${BUILD_DIR}-hip"
+    local -a HIP_CMAKE_ARGS=(
+        -DMTSARRAY_HIP=ON
+        # Only the HIP backend in this folder: the CUDA one is built above.
+        -DMTSARRAY_CUDA=OFF
+    )
+    log "configure $hip_build (HIP, $hipcc)"
+    cmake -S "$REPO_ROOT" -B "$hip_build" \
+        -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_PREFIX_PATH="$(metatensor_cmake_prefix)" \
+        -DMTSARRAY_BUILD_TESTS=ON \
+        -DMTSARRAY_BUILD_EXAMPLES=OFF \
+        -DMTSARRAY_BUILD_BENCHMARKS=OFF \
+        "${HIP_CMAKE_ARGS[@]}"
+    log "build $hip_build (-j$JOBS)"
+    cmake --build "$hip_build" -j"$JOBS"
+    log "ctest ($hip_build)"
+    ctest --test-dir "$hip_build" --output-on-failure
+}
+
+bash "$REPO_ROOT/scripts/setup.sh"
+configure_and_build "$BUILD_DIR"
+run_stage "ctest" run_tests
+run_stage "installed package (tests/install, examples)" test_installation
+run_stage "HIP build and tests" build_and_test_hip
+
+if [[ ${#FAILED_STAGES[@]} -ne 0 ]]; then
+    log "FAILED stages ($(elapsed)):"
+    printf '  - %s\n' "${FAILED_STAGES[@]}"
+    exit 1
+fi
+log "all tests passed ($(elapsed))"
