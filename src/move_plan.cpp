@@ -40,7 +40,7 @@ void validate_movement(size_t index, const mts_data_movement_t& movement, uintpt
 
 MovePlan::MovePlan(const std::vector<uintptr_t>& output_shape, const std::vector<uintptr_t>& input_shape,
                    size_t element_size, const mts_data_movement_t* movements, size_t movements_count)
-    : element_size_(element_size) {
+    : movements_(movements), movements_count_(movements_count), element_size_(element_size) {
     MTSARRAY_EXPECTS(input_shape.size() >= 2 && output_shape.size() >= 2,
                      "move_data needs arrays with at least two axes (samples and properties), got input " +
                          describe_shape(input_shape) + " and output " + describe_shape(output_shape));
@@ -58,63 +58,60 @@ MovePlan::MovePlan(const std::vector<uintptr_t>& output_shape, const std::vector
     const uintptr_t samples_out = output_shape.front();
     const uintptr_t properties_in = input_shape.back();
     const uintptr_t properties_out = output_shape.back();
-    uint64_t components = 1;
     for (size_t axis = 1; axis + 1 < input_shape.size(); axis++) {
-        components *= input_shape[axis];
+        components_ *= input_shape[axis];
     }
 
     // everything is validated before the plan (and so any write) exists
+    bool any_data = false;
     for (size_t i = 0; i < movements_count; i++) {
         validate_movement(i, movements[i], samples_in, samples_out, properties_in, properties_out);
+        any_data = any_data || movements[i].properties_length != 0;
     }
-
     input_row_stride_ = properties_in * element_size;
     output_row_stride_ = properties_out * element_size;
-    if (components == 0) {
+    empty_ = !any_data || components_ == 0;
+}
+
+const std::vector<MoveRun>& MovePlan::runs() const {
+    build_table();
+    return runs_;
+}
+
+uint64_t MovePlan::total_bytes() const {
+    build_table();
+    return total_bytes_;
+}
+
+uint64_t MovePlan::total_rows() const {
+    build_table();
+    return total_rows_;
+}
+
+size_t MovePlan::alignment() const {
+    build_table();
+    return alignment_;
+}
+
+void MovePlan::build_table() const {
+    if (table_built_) {
         return;
     }
-
-    for (size_t i = 0; i < movements_count; i++) {
-        const auto& movement = movements[i];
-        if (movement.properties_length == 0) {
-            continue;
-        }
-        const MoveRun run = {
-            (movement.sample_in * components * properties_in + movement.properties_start_in) * element_size,
-            (movement.sample_out * components * properties_out + movement.properties_start_out) * element_size,
-            movement.properties_length * element_size,
-            components,
-        };
-        if (!runs_.empty()) {
-            auto& last = runs_.back();
-            if (last.bytes == run.bytes &&
-                run.input_offset == last.input_offset + last.rows * input_row_stride_ &&
-                run.output_offset == last.output_offset + last.rows * output_row_stride_) {
-                last.rows += run.rows;
-                continue;
-            }
-        }
-        runs_.push_back(run);
-    }
-
     uint64_t alignment_bits = 0;
-    for (auto& run : runs_) {
-        // whole rows on both sides: the run is one contiguous block
-        if (run.bytes == input_row_stride_ && run.bytes == output_row_stride_) {
-            run.bytes *= run.rows;
-            run.rows = 1;
-        }
+    for_each_run([&](const MoveRun& run) {
+        runs_.push_back(run);
         if (run.rows > 1) {
             alignment_bits |= input_row_stride_ | output_row_stride_;
         }
+        alignment_bits |= run.input_offset | run.output_offset | run.bytes;
         total_bytes_ += run.bytes * run.rows;
         total_rows_ += run.rows;
-        alignment_bits |= run.input_offset | run.output_offset | run.bytes;
-    }
+    });
     alignment_ = 16;
     while (alignment_ > 1 && alignment_bits % alignment_ != 0) {
         alignment_ /= 2;
     }
+    table_built_ = true;
 }
 
 }  // namespace mtsarray

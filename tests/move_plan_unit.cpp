@@ -3,6 +3,7 @@
 // contiguous copy, and the alignment the kernels pick their width from.
 
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <string>
 #include <vector>
@@ -17,9 +18,13 @@ using mtsarray::MoveRun;
 
 namespace {
 
+// A plan borrows its movements (it lives inside one move_data call); the
+// lists made by these tests are kept alive here for the whole run.
 MovePlan plan(const std::vector<uintptr_t>& output_shape, const std::vector<uintptr_t>& input_shape,
               size_t element_size, const std::vector<mts_data_movement_t>& movements) {
-    return MovePlan(output_shape, input_shape, element_size, movements.data(), movements.size());
+    static std::deque<std::vector<mts_data_movement_t>> kept;
+    const auto& stored = kept.emplace_back(movements);
+    return MovePlan(output_shape, input_shape, element_size, stored.data(), stored.size());
 }
 
 void expect_run(const MoveRun& run, uint64_t input_offset, uint64_t output_offset, uint64_t bytes, uint64_t rows) {

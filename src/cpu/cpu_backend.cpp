@@ -11,6 +11,7 @@
 #include "cpu/strided_copy.hpp"
 #include "device.hpp"
 #include "error.hpp"
+#include "fault_injection.hpp"
 
 namespace mtsarray {
 
@@ -18,6 +19,23 @@ namespace {
 
 // Cache-line alignment: enough for any element and for vector loads.
 constexpr size_t host_alignment = 64;
+
+// Rows of one or a few properties are the common move_data case (gathers
+// into keys_to_properties outputs): a fixed-size memcpy compiles to a plain
+// load and store, where a call to memcpy would cost more than the copy.
+inline void copy_row(unsigned char* destination, const unsigned char* source, size_t bytes) {
+    switch (bytes) {
+    case 1: std::memcpy(destination, source, 1); return;
+    case 2: std::memcpy(destination, source, 2); return;
+    case 4: std::memcpy(destination, source, 4); return;
+    case 8: std::memcpy(destination, source, 8); return;
+    case 12: std::memcpy(destination, source, 12); return;
+    case 16: std::memcpy(destination, source, 16); return;
+    case 24: std::memcpy(destination, source, 24); return;
+    case 32: std::memcpy(destination, source, 32); return;
+    default: std::memcpy(destination, source, bytes); return;
+    }
+}
 
 class CpuBackend final : public Backend {
 public:
@@ -34,6 +52,7 @@ public:
 
     void* allocate(const Stream& stream, size_t bytes) const override {
         check_device(stream.device());
+        fault_injection::check("allocate");
         // aligned_alloc wants a multiple of the alignment, and never 0 bytes
         const size_t rounded = bytes == 0 ? host_alignment
                                           : (bytes + host_alignment - 1) / host_alignment * host_alignment;
@@ -51,32 +70,36 @@ public:
 
     void fill(const Stream&, void* data, size_t count, const void* value,
               size_t element_size) const override {
+        fault_injection::check("fill");
         cpu::fill(data, count, value, element_size);
     }
 
     void copy(const Stream&, void* destination, const void* source, size_t bytes) const override {
+        fault_injection::check("copy");
         if (bytes != 0) {
             std::memcpy(destination, source, bytes);
         }
     }
 
     void move_data(const Stream&, void* output, const void* input, const MovePlan& plan) const override {
+        fault_injection::check("move_data");
         auto* out = static_cast<unsigned char*>(output);
         const auto* in = static_cast<const unsigned char*>(input);
         const auto input_stride = plan.input_row_stride();
         const auto output_stride = plan.output_row_stride();
-        for (const auto& run : plan.runs()) {
+        plan.for_each_run([&](const MoveRun& run) {
             auto* destination = out + run.output_offset;
             const auto* source = in + run.input_offset;
             for (uint64_t row = 0; row < run.rows; row++) {
-                std::memcpy(destination, source, run.bytes);
+                copy_row(destination, source, run.bytes);
                 destination += output_stride;
                 source += input_stride;
             }
-        }
+        });
     }
 
     void strided_copy(const Stream&, void* destination, const StridedView& source) const override {
+        fault_injection::check("strided_copy");
         cpu::strided_copy(destination, source);
     }
 
