@@ -32,6 +32,17 @@ size_t checked_element_count(const std::vector<uintptr_t>& shape, size_t element
     return count;
 }
 
+namespace {
+// For shapes that already passed checked_element_count.
+size_t element_count(const std::vector<uintptr_t>& shape) noexcept {
+    size_t count = 1;
+    for (auto dimension : shape) {
+        count *= dimension;
+    }
+    return count;
+}
+}  // namespace
+
 std::string describe_shape(const std::vector<uintptr_t>& shape) {
     std::string text = "[";
     for (size_t i = 0; i < shape.size(); i++) {
@@ -50,7 +61,8 @@ std::unique_ptr<Array> Array::allocate(DLDataType dtype, std::vector<uintptr_t> 
 
 Array::Array(std::shared_ptr<Buffer> buffer, DLDataType dtype, std::vector<uintptr_t> shape,
              Stream stream)
-    : buffer_(std::move(buffer)), dtype_(dtype), shape_(std::move(shape)), stream_(stream) {
+    : buffer_(std::move(buffer)), dtype_(dtype), shape_(std::move(shape)), size_(element_count(shape_)),
+      stream_(stream) {
     register_array(this);
 }
 
@@ -67,16 +79,8 @@ Array& Array::from_handle(const void* handle, const char* role) {
     return *static_cast<Array*>(const_cast<void*>(handle));
 }
 
-size_t Array::size() const noexcept {
-    size_t count = 1;
-    for (auto dimension : shape_) {
-        count *= dimension;
-    }
-    return count;
-}
-
 size_t Array::nbytes() const noexcept {
-    return size() * element_size(dtype_);
+    return size_ * element_size(dtype_);
 }
 
 void Array::set_stream(const Stream& stream) {
@@ -98,6 +102,7 @@ void Array::reshape(std::vector<uintptr_t> shape) {
                                           std::to_string(count) + " elements), the array has " +
                                           std::to_string(size()) + " elements");
     shape_ = std::move(shape);
+    size_ = count;
 }
 
 void Array::replace_data(std::shared_ptr<Buffer> buffer, std::vector<uintptr_t> shape) {
@@ -105,6 +110,7 @@ void Array::replace_data(std::shared_ptr<Buffer> buffer, std::vector<uintptr_t> 
     buffer_->set_release_stream(stream_);
     buffer_ = std::move(buffer);
     shape_ = std::move(shape);
+    size_ = element_count(shape_);
 }
 
 const Backend& Array::memory_backend() const {
@@ -135,6 +141,9 @@ bool Array::wants_host_mirror() const noexcept {
 }
 
 std::shared_ptr<const Buffer> Array::host_mirror() const {
+    if (!has_host_mirror_.load(std::memory_order_acquire)) {
+        return nullptr;
+    }
     std::lock_guard<std::mutex> lock(mirror_mutex_);
     return host_mirror_;
 }
@@ -143,12 +152,17 @@ void Array::set_host_mirror(std::shared_ptr<const Buffer> mirror) const {
     if (wants_host_mirror() && mirror != nullptr && mirror->bytes() == nbytes()) {
         std::lock_guard<std::mutex> lock(mirror_mutex_);
         host_mirror_ = std::move(mirror);
+        has_host_mirror_.store(true, std::memory_order_release);
     }
 }
 
 void Array::invalidate_host_mirror() const {
+    if (!has_host_mirror_.load(std::memory_order_acquire)) {
+        return;
+    }
     std::lock_guard<std::mutex> lock(mirror_mutex_);
     host_mirror_.reset();
+    has_host_mirror_.store(false, std::memory_order_release);
 }
 
 std::string Array::describe() const {

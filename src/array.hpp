@@ -3,6 +3,7 @@
 // and dtype over a reference-counted Buffer on one device, plus the work
 // stream all its operations are queued on. Data is always C-contiguous.
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,8 +38,8 @@ public:
     DLDevice device() const noexcept { return buffer_->device(); }
     DLDataType dtype() const noexcept { return dtype_; }
     const std::vector<uintptr_t>& shape() const noexcept { return shape_; }
-    size_t size() const noexcept;    // elements
-    size_t nbytes() const noexcept;  // bytes of data
+    size_t size() const noexcept { return size_; }  // elements
+    size_t nbytes() const noexcept;                  // bytes of data
     void* data() const noexcept { return buffer_->data(); }
     const std::shared_ptr<Buffer>& buffer() const noexcept { return buffer_; }
     const Stream& stream() const noexcept { return stream_; }
@@ -84,9 +85,12 @@ private:
     std::shared_ptr<Buffer> buffer_;
     DLDataType dtype_;
     std::vector<uintptr_t> shape_;
+    size_t size_;  // elements, kept with shape_
     Stream stream_;
     mutable std::mutex mirror_mutex_;
     mutable std::shared_ptr<const Buffer> host_mirror_;
+    // lets the hot paths skip the mutex when there is no mirror to drop
+    mutable std::atomic<bool> has_host_mirror_{false};
 };
 
 /// Number of elements in `shape`; throws Error when the byte size of such an
