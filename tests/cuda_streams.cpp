@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "backends.hpp"
+#include "cuda_slow_kernel.hpp"
 
 using namespace mtsarray_test;
 
@@ -157,3 +158,39 @@ TEST_P(CudaStreams, CopiesToTheHostAreComplete) {
 }
 
 }  // namespace
+
+// The ordering the DLPack stream hand-off promises, made observable: a slow
+// kernel writes the array on its work stream A; as_dlpack hands the data to
+// a consumer stream B; a read queued on B right away must see the kernel's
+// values. Without the event wait the read overtakes the spinning kernel.
+// Repeated, with fresh values, so that a lucky schedule can not hide a race.
+TEST_P(CudaStreams, ASlowKernelIsWaitedForByTheConsumerStream) {
+    const DLDevice cuda = {kDLCUDA, 0};
+    constexpr size_t count = 1 << 16;
+    auto array = mtsarray::Array::zeros(cuda, float64(), {count});
+    array.set_stream(number_);
+    cudaStream_t work = GetParam() == StreamKind::legacy       ? cudaStreamLegacy
+                        : GetParam() == StreamKind::per_thread ? cudaStreamPerThread
+                                                               : user_;
+    const int64_t consumer = other_number();
+    std::vector<double> host(count);
+    for (int repetition = 0; repetition < 100; repetition++) {
+        const double value = repetition + 1.0;
+        // ~1 ms of spinning at GPU clock rates: far longer than the read
+        CUDA_CHECK(launch_spin_then_fill(static_cast<double*>(array.data()), count, value, 1000000, work));
+
+        DLManagedTensorVersioned* tensor = nullptr;
+        const auto& raw = array.get();
+        ASSERT_EQ(raw.as_dlpack(raw.ptr, &tensor, cuda, &consumer, dlpack_version()), MTS_SUCCESS) << last_error();
+        CUDA_CHECK(cudaMemcpyAsync(host.data(), tensor->dl_tensor.data, count * sizeof(double),
+                                   cudaMemcpyDeviceToHost, other_));
+        CUDA_CHECK(cudaStreamSynchronize(other_));
+        tensor->deleter(tensor);
+        ASSERT_EQ(std::count(host.begin(), host.end(), value), static_cast<std::ptrdiff_t>(count))
+            << "repetition " << repetition << ": the consumer stream read before the kernel finished";
+
+        int current = -1;
+        CUDA_CHECK(cudaGetDevice(&current));
+        EXPECT_EQ(current, 0) << "as_dlpack must leave the current device as it found it";
+    }
+}
