@@ -12,6 +12,7 @@
 #   MTSARRAY_FUZZ_SECONDS   run for this many seconds per target instead
 #   MTSARRAY_FUZZ_SEED      libFuzzer -seed (default 1: reproducible runs)
 #   MTSARRAY_FUZZ_WORK      corpus and artifact folder (default BUILD_DIR/fuzz-work)
+#   MTSARRAY_FUZZ_TARGETS   targets to run (default "move-data from-dlpack")
 set -euo pipefail
 
 # shellcheck source=scripts/common.sh
@@ -44,7 +45,7 @@ EOF
 
 status=0
 summary=()
-for target in move-data from-dlpack; do
+for target in ${MTSARRAY_FUZZ_TARGETS:-move-data from-dlpack}; do
     binary="$build_dir/tests/fuzz/mtsarray-fuzz-$target"
     [[ -x "$binary" ]] || die "$binary not found: configure with -DMTSARRAY_BUILD_FUZZERS=ON"
     corpus="$work/$target/corpus"

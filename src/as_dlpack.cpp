@@ -5,6 +5,7 @@
 #include "backend_registry.hpp"
 #include "device.hpp"
 #include "error.hpp"
+#include "fault_injection.hpp"
 #include "operations.hpp"
 
 namespace mtsarray {
@@ -31,6 +32,7 @@ static_assert(alignof(Export) >= alignof(int64_t), "shape and strides follow Exp
 DLManagedTensorVersioned* make_export(std::shared_ptr<Buffer> buffer, DLDataType dtype,
                                       const std::vector<uintptr_t>& shape, uint64_t flags) {
     const size_t ndim = shape.size();
+    fault_injection::check("allocate");
     void* memory = ::operator new(sizeof(Export) + 2 * ndim * sizeof(int64_t));
     auto* holder = new (memory) Export{};
     holder->buffer = std::move(buffer);

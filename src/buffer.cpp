@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "backend_registry.hpp"
+#include "fault_injection.hpp"
 
 namespace mtsarray {
 
@@ -10,6 +11,7 @@ std::shared_ptr<Buffer> Buffer::allocate(const Stream& stream, size_t bytes) {
     const auto& backend = memory_backend(stream.device().device_type);
     void* data = backend.allocate(stream, bytes);
     try {
+        fault_injection::check("allocate");  // the holder's own host allocation
         return std::shared_ptr<Buffer>(new Buffer(data, bytes, stream, /*external=*/false));
     } catch (...) {
         backend.deallocate(stream, data, bytes);
@@ -21,6 +23,7 @@ std::shared_ptr<Buffer> Buffer::external(void* data, size_t bytes, DLDevice devi
                                          std::function<void()> release) {
     // `release` becomes ours only once the holder exists: if anything above
     // throws, the memory is still the caller's
+    fault_injection::check("allocate");
     auto shared = std::shared_ptr<Buffer>(new Buffer(data, bytes, Stream::default_for(device), /*external=*/true));
     shared->release_ = std::move(release);
     return shared;

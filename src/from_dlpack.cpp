@@ -19,11 +19,13 @@ constexpr int32_t max_dimensions = 64;
 }  // namespace
 
 std::vector<int64_t> contiguous_strides(const std::vector<uintptr_t>& shape) {
+    // unsigned: an empty array may have dimensions whose product overflows
+    // (its strides do not matter); a non-empty one fits by construction
     std::vector<int64_t> strides(shape.size());
-    int64_t stride = 1;
+    uint64_t stride = 1;
     for (size_t axis = shape.size(); axis-- > 0;) {
-        strides[axis] = stride;
-        stride *= static_cast<int64_t>(shape[axis]);
+        strides[axis] = static_cast<int64_t>(stride);
+        stride *= static_cast<uint64_t>(shape[axis]);
     }
     return strides;
 }
@@ -32,15 +34,19 @@ bool is_c_contiguous(const std::vector<uintptr_t>& shape, const int64_t* strides
     if (strides == nullptr) {
         return true;
     }
-    int64_t expected = 1;
-    for (size_t axis = shape.size(); axis-- > 0;) {
-        if (shape[axis] == 0) {
-            return true;  // no element, nothing is out of order
+    // no element, nothing is out of order; decided first, so that the
+    // products below stay within the (checked) element count
+    for (auto dimension : shape) {
+        if (dimension == 0) {
+            return true;
         }
-        if (shape[axis] != 1 && strides[axis] != expected) {
+    }
+    uint64_t expected = 1;
+    for (size_t axis = shape.size(); axis-- > 0;) {
+        if (shape[axis] != 1 && (strides[axis] < 0 || static_cast<uint64_t>(strides[axis]) != expected)) {
             return false;
         }
-        expected *= static_cast<int64_t>(shape[axis]);
+        expected *= static_cast<uint64_t>(shape[axis]);
     }
     return true;
 }

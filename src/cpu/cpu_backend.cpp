@@ -12,6 +12,7 @@
 #include "cpu/strided_copy.hpp"
 #include "device.hpp"
 #include "error.hpp"
+#include "fault_injection.hpp"
 
 namespace mtsarray {
 
@@ -81,6 +82,7 @@ public:
 
     void* allocate(const Stream& stream, size_t bytes) const override {
         check_device(stream.device());
+        fault_injection::check("allocate");
         void* data = allocate_aligned(bytes);
         if (data == nullptr) {
             throw OutOfMemory("could not allocate " + std::to_string(bytes) + " bytes on the CPU");
@@ -92,16 +94,19 @@ public:
 
     void fill(const Stream&, void* data, size_t count, const void* value,
               size_t element_size) const override {
+        fault_injection::check("fill");
         cpu::fill(data, count, value, element_size);
     }
 
     void copy(const Stream&, void* destination, const void* source, size_t bytes) const override {
+        fault_injection::check("copy");
         if (bytes != 0) {
             std::memcpy(destination, source, bytes);
         }
     }
 
     void move_data(const Stream&, void* output, const void* input, const MovePlan& plan) const override {
+        fault_injection::check("move_data");
         auto* out = static_cast<unsigned char*>(output);
         const auto* in = static_cast<const unsigned char*>(input);
         const auto input_stride = plan.input_row_stride();
@@ -118,6 +123,7 @@ public:
     }
 
     void strided_copy(const Stream&, void* destination, const StridedView& source) const override {
+        fault_injection::check("strided_copy");
         cpu::strided_copy(destination, source);
     }
 

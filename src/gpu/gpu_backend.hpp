@@ -65,6 +65,7 @@
 #include "../backend.hpp"
 #include "../device.hpp"
 #include "../error.hpp"
+#include "../fault_injection.hpp"
 #include "device_guard.hpp"
 #include "event_pool.hpp"
 #include "fill_kernels.hpp"
@@ -109,6 +110,7 @@ public:
     void* allocate(const Stream& stream, size_t bytes) const override {
         const DLDevice device = stream.device();
         check_device(device);
+        fault_injection::check("allocate");
         if (bytes == 0) {
             return zero_size_allocation();
         }
@@ -151,6 +153,7 @@ public:
     void fill(const Stream& stream, void* data, size_t count, const void* value,
               size_t element_size) const override {
         const StreamHandle handle = device_stream(stream, "fill");
+        fault_injection::check("fill");
         if (count == 0) {
             return;
         }
@@ -173,6 +176,7 @@ public:
     void copy(const Stream& stream, void* destination, const void* source,
               size_t bytes) const override {
         const StreamHandle handle = device_stream(stream, "copy");
+        fault_injection::check("copy");
         if (bytes == 0) {
             return;
         }
@@ -183,6 +187,7 @@ public:
     void move_data(const Stream& stream, void* output, const void* input,
                    const MovePlan& plan) const override {
         const StreamHandle handle = device_stream(stream, "move_data");
+        fault_injection::check("move_data");
         const size_t run_count = move_table_size(plan);
         if (run_count == 0) {
             return;
@@ -233,6 +238,7 @@ public:
     void strided_copy(const Stream& stream, void* destination,
                       const StridedView& source) const override {
         const StreamHandle handle = device_stream(stream, "strided_copy");
+        fault_injection::check("strided_copy");
         const StridedCopyPlan plan = plan_strided_copy(source, destination);
         if (plan.kind == StridedCopyPlan::Kind::nothing) {
             return;
@@ -250,6 +256,7 @@ public:
     void copy_to_host(const Stream& stream, void* host_destination, const void* source,
                       size_t bytes) const override {
         const StreamHandle handle = device_stream(stream, "copy_to_host");
+        fault_injection::check("copy_to_host");
         if (bytes == 0) {
             return;
         }
@@ -260,6 +267,7 @@ public:
     void copy_from_host(const Stream& stream, void* destination, const void* host_source,
                         size_t bytes) const override {
         const StreamHandle handle = device_stream(stream, "copy_from_host");
+        fault_injection::check("copy_from_host");
         if (bytes == 0) {
             return;
         }
@@ -280,6 +288,7 @@ public:
     void copy_peer(const Stream& stream, void* destination, DLDevice destination_device,
                    const void* source, size_t bytes) const override {
         const StreamHandle handle = device_stream(stream, "copy_peer");
+        fault_injection::check("copy_peer");
         MTSARRAY_EXPECTS(destination_device.device_type == Runtime::device_type,
                          std::string("copy_peer: the destination is ") +
                              device_type_name(destination_device.device_type) + " memory, not " +
