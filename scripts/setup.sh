@@ -14,6 +14,8 @@ APT_PACKAGES=(
     python3 python3-venv python3-pip
     # the HIP backend's compiler: Debian's ROCm 5.2 (clang 15, libamdhip64)
     hipcc
+    # sanitizer and libFuzzer runtimes for scripts/sanitizers.sh
+    clang libclang-rt-14-dev
 )
 
 install_system_packages() {
@@ -48,7 +50,9 @@ venv_is_ready() {
 import sys
 from importlib.metadata import version
 import metatensor, numpy  # noqa: F401
-sys.exit(0 if version("metatensor-core") == sys.argv[1] else 1)
+# NumPy >= 2.1: DLPack max_version and the read-only flag (tests/python)
+numpy_ok = tuple(int(part) for part in numpy.__version__.split(".")[:2]) >= (2, 1)
+sys.exit(0 if version("metatensor-core") == sys.argv[1] and numpy_ok else 1)
 EOF
 }
 
@@ -66,9 +70,9 @@ create_venv() {
         "$python" -m venv "$VENV_DIR" ||
             die "'$python -m venv' failed (on Debian: apt-get install python3-venv)"
     fi
-    log "pip install metatensor-core==$METATENSOR_VERSION numpy"
+    log "pip install metatensor-core==$METATENSOR_VERSION numpy>=2.1"
     "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check \
-        "metatensor-core==$METATENSOR_VERSION" numpy
+        "metatensor-core==$METATENSOR_VERSION" "numpy>=2.1"
     venv_is_ready || die "metatensor-core $METATENSOR_VERSION is not importable from $VENV_PYTHON"
 }
 
