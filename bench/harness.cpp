@@ -262,6 +262,12 @@ void write_json(const std::string& path, const Options& options, const std::vect
         file << "     \"baseline\": \"" << json_escape(row.baseline_name)
              << "\", \"baseline_seconds\": " << json_number(row.baseline_seconds)
              << ", \"speedup_over_baseline\": " << json_number(row.speedup()) << ",\n";
+        file << "     \"measurements\": {";
+        for (size_t m = 0; m < row.measurements.size(); m++) {
+            file << (m == 0 ? "" : ", ") << "\"" << json_escape(row.measurements[m].first)
+                 << "\": " << json_number(row.measurements[m].second);
+        }
+        file << "},\n";
         file << "     \"targets\": [";
         for (size_t t = 0; t < row.targets.size(); t++) {
             file << (t == 0 ? "" : ", ") << "{\"name\": \"" << json_escape(row.targets[t].name)

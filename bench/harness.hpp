@@ -65,6 +65,9 @@ struct Row {
     double baseline_seconds = NOT_MEASURED;  // the baseline on the same data
     std::vector<Target> targets;
     std::string note;
+    /// More named times or ratios of the row (other baselines, the table
+    /// upload, kernel-only estimates), written to the JSON file as numbers.
+    std::vector<std::pair<std::string, double>> measurements;
 
     /// Achieved bytes per second, and the same for the limit.
     double bandwidth() const { return bytes / seconds; }
