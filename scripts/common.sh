@@ -100,6 +100,38 @@ configure_and_build() {
     cmake --build "$build_dir" -j"$JOBS"
 }
 
+# Stages run even when an earlier one failed, so that one run reports
+# everything; finish_stages fails at the end if any stage did.
+FAILED_STAGES=()
+run_stage() {
+    local name="$1" status start=$SECONDS
+    shift
+    set +e
+    (
+        set -e
+        "$@"
+    )
+    status=$?
+    set -e
+    if [[ $status -ne 0 ]]; then
+        FAILED_STAGES+=("$name")
+        log "FAILED: $name (exit status $status, $((SECONDS - start))s)"
+    else
+        log "passed: $name ($((SECONDS - start))s)"
+    fi
+}
+
+# finish_stages LABEL: lists the failed stages and exits 1, or says LABEL.
+finish_stages() {
+    if [[ ${#FAILED_STAGES[@]} -ne 0 ]]; then
+        log "FAILED stages ($(elapsed)):"
+        printf '  - %s
+' "${FAILED_STAGES[@]}"
+        exit 1
+    fi
+    log "$1 ($(elapsed))"
+}
+
 # Number of seconds since the script started, for the timing summary.
 elapsed() {
     echo "$((SECONDS / 60))m$((SECONDS % 60))s"

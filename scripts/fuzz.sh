@@ -50,7 +50,7 @@ for target in ${MTSARRAY_FUZZ_TARGETS:-move-data from-dlpack}; do
     [[ -x "$binary" ]] || die "$binary not found: configure with -DMTSARRAY_BUILD_FUZZERS=ON"
     corpus="$work/$target/corpus"
     artifacts="$work/$target/artifacts/"
-    rm -rf "$work/$target"
+    rm -rf "${work:?}/${target:?}"
     mkdir -p "$corpus" "$artifacts"
     generate_seeds "$corpus" "$target"
 

@@ -33,7 +33,11 @@ find_compute_sanitizer() {
 
 SANITIZER="$(find_compute_sanitizer)"
 [[ -n "$SANITIZER" ]] || die "compute-sanitizer not found (install the CUDA toolkit or set COMPUTE_SANITIZER)"
-command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L || log "warning: nvidia-smi not found"
+if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi -L
+else
+    log "warning: nvidia-smi not found"
+fi
 
 BUILD="${1:-$REPO_ROOT/build-gpu-sanitizers}"
 TOOLS="${MTSARRAY_GPU_SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}"

@@ -33,26 +33,6 @@ SUPPRESSIONS="$REPO_ROOT/tests/sanitizers"
 command -v "$CXX_COMPILER" >/dev/null || die "$CXX_COMPILER not found (apt-get install clang)"
 command -v "$C_COMPILER" >/dev/null || die "$C_COMPILER not found (apt-get install clang)"
 
-FAILED_STAGES=()
-run_stage() {
-    local name="$1" status
-    shift
-    local start=$SECONDS
-    set +e
-    (
-        set -e
-        "$@"
-    )
-    status=$?
-    set -e
-    if [[ $status -ne 0 ]]; then
-        FAILED_STAGES+=("$name")
-        log "FAILED: $name (exit status $status, $((SECONDS - start))s)"
-    else
-        log "passed: $name ($((SECONDS - start))s)"
-    fi
-}
-
 # configure_sanitized BUILD_DIR SANITIZER [extra cmake args...]
 configure_sanitized() {
     local build_dir="$1" sanitizer="$2"
@@ -109,9 +89,4 @@ else
     FAILED_STAGES+=("libFuzzer: the fuzz targets were not built")
 fi
 
-if [[ ${#FAILED_STAGES[@]} -ne 0 ]]; then
-    log "sanitizers: FAILED stages ($(elapsed)):"
-    printf '  - %s\n' "${FAILED_STAGES[@]}"
-    exit 1
-fi
-log "sanitizers: all clean ($(elapsed))"
+finish_stages "sanitizers: all clean"

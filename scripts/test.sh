@@ -9,25 +9,6 @@ set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-# Stages after the build run even when an earlier one failed, so that one CI
-# run reports everything; the script fails at the end if any stage did.
-FAILED_STAGES=()
-run_stage() {
-    local name="$1" status
-    shift
-    set +e
-    (
-        set -e
-        "$@"
-    )
-    status=$?
-    set -e
-    if [[ $status -ne 0 ]]; then
-        FAILED_STAGES+=("$name")
-        log "FAILED: $name (exit status $status)"
-    fi
-}
-
 run_tests() {
     log "ctest ($BUILD_DIR)"
     # under CI a missing NumPy or metatensor fails the Python tests instead of
@@ -132,9 +113,4 @@ run_stage "HIP build and tests" build_and_test_hip
 # tests, short fixed-seed fuzz runs: any finding fails the run
 run_stage "sanitizers and fuzzing" bash "$REPO_ROOT/scripts/sanitizers.sh"
 
-if [[ ${#FAILED_STAGES[@]} -ne 0 ]]; then
-    log "FAILED stages ($(elapsed)):"
-    printf '  - %s\n' "${FAILED_STAGES[@]}"
-    exit 1
-fi
-log "all tests passed ($(elapsed))"
+finish_stages "all tests passed"

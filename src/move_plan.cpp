@@ -13,27 +13,29 @@ std::string movement_error(size_t index, const char* field, uintptr_t value, con
     return "movement " + std::to_string(index) + ": " + field + " = " + std::to_string(value) + " " + why;
 }
 
+void check_sample(size_t index, const char* field, uintptr_t sample, uintptr_t samples, const char* side) {
+    MTSARRAY_EXPECTS(sample < samples, movement_error(index, field, sample,
+                                                      std::string("is out of range for an ") + side + " with " +
+                                                          std::to_string(samples) + " samples"));
+}
+
+void check_properties(size_t index, const char* field, uintptr_t start, uintptr_t length, uintptr_t properties,
+                      const char* side) {
+    // written as a subtraction so that start + length can not overflow
+    MTSARRAY_EXPECTS(start <= properties && length <= properties - start,
+                     movement_error(index, field, start,
+                                    "with properties_length = " + std::to_string(length) + " goes past the " +
+                                        std::to_string(properties) + " properties of the " + side));
+}
+
 void validate_movement(size_t index, const mts_data_movement_t& movement, uintptr_t samples_in,
                        uintptr_t samples_out, uintptr_t properties_in, uintptr_t properties_out) {
-    MTSARRAY_EXPECTS(movement.sample_in < samples_in,
-                     movement_error(index, "sample_in", movement.sample_in,
-                                    "is out of range for an input with " + std::to_string(samples_in) + " samples"));
-    MTSARRAY_EXPECTS(movement.sample_out < samples_out,
-                     movement_error(index, "sample_out", movement.sample_out,
-                                    "is out of range for an output with " + std::to_string(samples_out) + " samples"));
-    // written as subtractions so that start + length can not overflow
-    MTSARRAY_EXPECTS(movement.properties_start_in <= properties_in &&
-                         movement.properties_length <= properties_in - movement.properties_start_in,
-                     movement_error(index, "properties_start_in", movement.properties_start_in,
-                                    "with properties_length = " + std::to_string(movement.properties_length) +
-                                        " goes past the " + std::to_string(properties_in) +
-                                        " properties of the input"));
-    MTSARRAY_EXPECTS(movement.properties_start_out <= properties_out &&
-                         movement.properties_length <= properties_out - movement.properties_start_out,
-                     movement_error(index, "properties_start_out", movement.properties_start_out,
-                                    "with properties_length = " + std::to_string(movement.properties_length) +
-                                        " goes past the " + std::to_string(properties_out) +
-                                        " properties of the output"));
+    check_sample(index, "sample_in", movement.sample_in, samples_in, "input");
+    check_sample(index, "sample_out", movement.sample_out, samples_out, "output");
+    check_properties(index, "properties_start_in", movement.properties_start_in, movement.properties_length,
+                     properties_in, "input");
+    check_properties(index, "properties_start_out", movement.properties_start_out, movement.properties_length,
+                     properties_out, "output");
 }
 
 }  // namespace
