@@ -28,6 +28,18 @@ void check_properties(size_t index, const char* field, uintptr_t start, uintptr_
                                         std::to_string(properties) + " properties of the " + side));
 }
 
+// The common case, written for speed: no call, no string, one branch. The
+// subtraction form keeps start + length from overflowing.
+inline bool in_range(const mts_data_movement_t& movement, uintptr_t samples_in, uintptr_t samples_out,
+                     uintptr_t properties_in, uintptr_t properties_out) noexcept {
+    return (movement.sample_in < samples_in) & (movement.sample_out < samples_out) &
+           (movement.properties_start_in <= properties_in) &
+           (movement.properties_length <= properties_in - movement.properties_start_in) &
+           (movement.properties_start_out <= properties_out) &
+           (movement.properties_length <= properties_out - movement.properties_start_out);
+}
+
+// Names the first bad field of a movement that failed in_range.
 void validate_movement(size_t index, const mts_data_movement_t& movement, uintptr_t samples_in,
                        uintptr_t samples_out, uintptr_t properties_in, uintptr_t properties_out) {
     check_sample(index, "sample_in", movement.sample_in, samples_in, "input");
@@ -67,7 +79,9 @@ MovePlan::MovePlan(const std::vector<uintptr_t>& output_shape, const std::vector
     // everything is validated before the plan (and so any write) exists
     bool any_data = false;
     for (size_t i = 0; i < movements_count; i++) {
-        validate_movement(i, movements[i], samples_in, samples_out, properties_in, properties_out);
+        if (!in_range(movements[i], samples_in, samples_out, properties_in, properties_out)) {
+            validate_movement(i, movements[i], samples_in, samples_out, properties_in, properties_out);
+        }
         any_data = any_data || movements[i].properties_length != 0;
     }
     input_row_stride_ = properties_in * element_size;
