@@ -124,9 +124,7 @@ const Backend& Array::compute_backend() const {
 void Array::prepare_host_access() const {
     // host-accessible memory has no work stream of its own (Stream::default_for)
     // unless a GPU stream was given to it; then its queued work must finish
-    if (device().device_type != kDLCPU && !stream_.is_none()) {
-        memory_backend().synchronize(stream_);
-    }
+    finish_host_pending(stream_);
 }
 
 namespace {

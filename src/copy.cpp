@@ -9,17 +9,6 @@
 
 namespace mtsarray {
 
-namespace {
-
-// Host-accessible memory with a GPU stream attached must see that stream's
-// work finished before the host touches it.
-void finish_pending(const Stream& stream) {
-    if (!stream.is_none() && stream.device().device_type != kDLCPU) {
-        memory_backend(stream.device().device_type).synchronize(stream);
-    }
-}
-
-}  // namespace
 
 void transfer(void* destination, const Stream& destination_stream, const void* source,
               const Stream& source_stream, size_t bytes) {
@@ -32,19 +21,19 @@ void transfer(void* destination, const Stream& destination_stream, const void* s
     const bool destination_on_host = is_host_accessible(destination_type);
 
     if (source_on_host && destination_on_host) {
-        finish_pending(source_stream);
-        finish_pending(destination_stream);
+        finish_host_pending(source_stream);
+        finish_host_pending(destination_stream);
         cpu_backend().copy(source_stream, destination, source, bytes);
         return;
     }
     if (source_on_host) {
-        finish_pending(source_stream);
+        finish_host_pending(source_stream);
         memory_backend(destination_type).copy_from_host(destination_stream, destination, source, bytes);
         return;
     }
     const auto& source_backend = memory_backend(source_type);
     if (destination_on_host) {
-        finish_pending(destination_stream);
+        finish_host_pending(destination_stream);
         source_backend.copy_to_host(source_stream, destination, source, bytes);
         source_backend.synchronize(source_stream);
         return;
@@ -90,7 +79,7 @@ std::unique_ptr<Array> copy_to_device(const Array& source, DLDevice device, cons
         source.prepare_host_access();
         source.compute_backend().copy(target, copy->data(), source.data(), source.nbytes());
     } else if (mirror != nullptr && is_host_accessible(device.device_type)) {
-        finish_pending(target);
+        finish_host_pending(target);
         cpu_backend().copy(target, copy->data(), mirror->data(), source.nbytes());
     } else {
         transfer(copy->data(), target, source.data(), source.stream(), source.nbytes());

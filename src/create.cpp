@@ -2,6 +2,7 @@
 #include <string>
 
 #include "backend_registry.hpp"
+#include "c_boundary.hpp"
 #include "device.hpp"
 #include "dlpack_owner.hpp"
 #include "dtype.hpp"
@@ -28,12 +29,6 @@ public:
 private:
     mts_array_t array_;
 };
-
-std::string last_error_message() {
-    const char* message = nullptr;
-    mts_last_error(&message, nullptr, nullptr);
-    return message == nullptr ? "unknown error" : message;
-}
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend_registry.hpp"
+#include "c_boundary.hpp"
 #include "callbacks.hpp"
 #include "device.hpp"
 #include "error.hpp"
@@ -12,12 +13,6 @@
 namespace mtsarray {
 
 namespace {
-
-std::string last_error_message() {
-    const char* message = nullptr;
-    mts_last_error(&message, nullptr, nullptr);
-    return message == nullptr ? "unknown error" : message;
-}
 
 void check_status(mts_status_t status, const char* what) {
     if (status != MTS_SUCCESS) {
