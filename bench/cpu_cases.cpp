@@ -64,6 +64,24 @@ void require_equal(const void* mtsarray, const void* simple, size_t bytes, const
     }
 }
 
+/// A row of the CPU table: `seconds` as measured for {mtsarray,
+/// SimpleDataArray[, the limit named `limit_name`]}.
+Row cpu_row(std::string group, std::string name, const std::vector<double>& seconds,
+            std::string limit_name = "") {
+    Row row;
+    row.group = std::move(group);
+    row.device = "cpu";
+    row.name = std::move(name);
+    row.seconds = seconds[0];
+    row.baseline_name = "SimpleDataArray";
+    row.baseline_seconds = seconds[1];
+    if (!limit_name.empty()) {
+        row.limit_name = std::move(limit_name);
+        row.limit_seconds = seconds[2];
+    }
+    return row;
+}
+
 // ---- move_data ----------------------------------------------------------
 
 struct MoveCase {
@@ -126,13 +144,12 @@ template <typename T> Row run_move_data(const Options& options, const MoveCase& 
     require_equal(mtsarray_pointer(output), simple_output.simple->data(),
                   product(output_shape) * sizeof(T), "move_data");
 
-    Row row;
-    row.group = "move_data";
-    row.device = "cpu";
-    row.name = std::string(dtype_name<T>()) + " moves=" + format_count(c.movements) +
-               " props=" + std::to_string(c.properties) + " comps=" + components_text(c.components) +
-               (c.scattered ? " scattered" : " in-order") +
-               (c.output_factor > 1 ? " ->" + std::to_string(c.output_factor) + "P" : "");
+    Row row = cpu_row("move_data",
+                      std::string(dtype_name<T>()) + " moves=" + format_count(c.movements) +
+                          " props=" + std::to_string(c.properties) + " comps=" + components_text(c.components) +
+                          (c.scattered ? " scattered" : " in-order") +
+                          (c.output_factor > 1 ? " ->" + std::to_string(c.output_factor) + "P" : ""),
+                      seconds, "memcpy");
     row.parameters = {{"dtype", dtype_name<T>()},
                       {"movements", std::to_string(c.movements)},
                       {"properties_length", std::to_string(c.properties)},
@@ -144,11 +161,6 @@ template <typename T> Row run_move_data(const Options& options, const MoveCase& 
     // movement (C rows when the rows are whole) or one row.
     const bool whole_rows = c.output_factor == 1;
     row.run_bytes = whole_rows ? (c.scattered ? n_components * row_bytes : bytes) : row_bytes;
-    row.seconds = seconds[0];
-    row.baseline_name = "SimpleDataArray";
-    row.baseline_seconds = seconds[1];
-    row.limit_name = "memcpy";
-    row.limit_seconds = seconds[2];
     if (row.run_bytes >= KIB4) {
         row.targets.push_back({">=70% memcpy", row.fraction_of_limit() >= 0.70});
     }
@@ -205,18 +217,12 @@ template <typename T> Row run_create(const Options& options, size_t elements) {
         }),
     });
 
-    Row row;
-    row.group = "create";
-    row.device = "cpu";
-    row.name = std::string(dtype_name<T>()) + " elements=" + format_count(static_cast<double>(product(shape)));
+    Row row = cpu_row("create",
+                      std::string(dtype_name<T>()) + " elements=" + format_count(static_cast<double>(product(shape))),
+                      seconds, "malloc+memset+free");
     row.parameters = {{"dtype", dtype_name<T>()}, {"shape", join_shape(shape)}};
     row.bytes = static_cast<double>(bytes);
     row.run_bytes = row.bytes;
-    row.seconds = seconds[0];
-    row.baseline_name = "SimpleDataArray";
-    row.baseline_seconds = seconds[1];
-    row.limit_name = "malloc+memset+free";
-    row.limit_seconds = seconds[2];
     row.targets.push_back({">=70% memset", row.fraction_of_limit() >= 0.70});
     return row;
 }
@@ -251,18 +257,12 @@ template <typename T> Row run_copy(const Options& options, size_t elements) {
         }),
     });
 
-    Row row;
-    row.group = "copy";
-    row.device = "cpu";
-    row.name = std::string(dtype_name<T>()) + " elements=" + format_count(static_cast<double>(product(shape)));
+    Row row = cpu_row("copy",
+                      std::string(dtype_name<T>()) + " elements=" + format_count(static_cast<double>(product(shape))),
+                      seconds, "malloc+memcpy+free");
     row.parameters = {{"dtype", dtype_name<T>()}, {"shape", join_shape(shape)}};
     row.bytes = static_cast<double>(bytes);
     row.run_bytes = row.bytes;
-    row.seconds = seconds[0];
-    row.baseline_name = "SimpleDataArray";
-    row.baseline_seconds = seconds[1];
-    row.limit_name = "malloc+memcpy+free";
-    row.limit_seconds = seconds[2];
     row.note = "(SimpleDataArray::copy shares its buffer: it copies no data)";
     return row;
 }
@@ -307,22 +307,16 @@ Row run_swap_axes(const Options& options, const std::vector<uintptr_t>& shape, u
         }),
     });
 
-    Row row;
-    row.group = "swap_axes";
-    row.device = "cpu";
-    row.name = std::string(dtype_name<T>()) + " " + join_shape(shape) + " axes " +
-               std::to_string(axis_1) + "<->" + std::to_string(axis_2);
+    Row row = cpu_row("swap_axes",
+                      std::string(dtype_name<T>()) + " " + join_shape(shape) + " axes " +
+                          std::to_string(axis_1) + "<->" + std::to_string(axis_2),
+                      seconds, "memcpy");
     row.parameters = {{"dtype", dtype_name<T>()},
                       {"shape", join_shape(shape)},
                       {"elements", std::to_string(product(shape))},
                       {"axes", std::to_string(axis_1) + "," + std::to_string(axis_2)}};
     row.bytes = static_cast<double>(bytes);
     row.run_bytes = static_cast<double>(shape.back() * sizeof(T));
-    row.seconds = seconds[0];
-    row.baseline_name = "SimpleDataArray";
-    row.baseline_seconds = seconds[1];
-    row.limit_name = "memcpy";
-    row.limit_seconds = seconds[2];
     if (product(shape) >= 1000000) {
         row.targets.push_back({">=5x SDA", row.speedup() >= 5.0});
     }
@@ -367,14 +361,8 @@ Row run_as_dlpack(const Options& options, const std::vector<uintptr_t>& shape) {
         }),
     });
 
-    Row row;
-    row.group = "as_dlpack";
-    row.device = "cpu";
-    row.name = "f64 " + join_shape(shape) + " export+delete";
+    Row row = cpu_row("as_dlpack", "f64 " + join_shape(shape) + " export+delete", seconds);
     row.parameters = {{"dtype", "f64"}, {"shape", join_shape(shape)}};
-    row.seconds = seconds[0];
-    row.baseline_name = "SimpleDataArray";
-    row.baseline_seconds = seconds[1];
     return row;
 }
 

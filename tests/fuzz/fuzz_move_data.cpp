@@ -21,20 +21,10 @@
 #include <limits>
 #include <vector>
 
+#include "fuzz_check.hpp"
 #include "mtsarray.h"
 
 namespace {
-
-#define FUZZ_CHECK(condition)                                                                 \
-    do {                                                                                      \
-        if (!(condition)) {                                                                   \
-            const char* message_ = nullptr;                                                   \
-            mts_last_error(&message_, nullptr, nullptr);                                      \
-            std::fprintf(stderr, "%s:%d: check failed: %s\n  last error: %s\n", __FILE__,     \
-                         __LINE__, #condition, message_ ? message_ : "(none)");                \
-            std::abort();                                                                     \
-        }                                                                                     \
-    } while (false)
 
 DLDataType dtype_for(size_t element_size) {
     switch (element_size) {
