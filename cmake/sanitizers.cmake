@@ -4,8 +4,9 @@
 #
 #   MTSARRAY_SANITIZE          ""      | address (ASan + UBSan) | thread (TSan)
 #   MTSARRAY_BUILD_FUZZERS     OFF     libFuzzer targets in tests/fuzz (clang only)
-#   MTSARRAY_FAULT_INJECTION   OFF     src/fault_injection.cpp + the exported
-#                                      mtsarray_test_* functions (tests only)
+#   MTSARRAY_TEST_HOOKS        OFF     src/fault_injection.cpp, src/test_hooks.cpp:
+#                                      the exported mtsarray_test_* functions
+#                                      (fault injection, live-array count)
 #
 # The sanitizer flags are added to every C/C++ target of the project (library,
 # tests, fuzzers) and to every link, so that the whole process is instrumented.
@@ -15,8 +16,8 @@ set(MTSARRAY_SANITIZE "" CACHE STRING
     "Build with a sanitizer: '' (none), 'address' (ASan + UBSan) or 'thread' (TSan)")
 set_property(CACHE MTSARRAY_SANITIZE PROPERTY STRINGS "" address thread)
 option(MTSARRAY_BUILD_FUZZERS "Build the libFuzzer targets in tests/fuzz (needs clang)" OFF)
-option(MTSARRAY_FAULT_INJECTION
-    "Compile the test-only fault injection hook into the library (never for a release)" OFF)
+option(MTSARRAY_TEST_HOOKS
+    "Compile the test-only hooks (fault injection, live-array count) into the library (never for a release)" OFF)
 
 set(_mtsarray_sanitizer_flags)
 if(MTSARRAY_SANITIZE STREQUAL "address")
@@ -58,17 +59,19 @@ if(MTSARRAY_BUILD_FUZZERS)
     add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link>")
 endif()
 
-if(MTSARRAY_FAULT_INJECTION)
+if(MTSARRAY_TEST_HOOKS)
     # every target (the library, the CUDA/HIP objects, the tests) sees the
     # same src/fault_injection.hpp; without it the hooks compile to nothing
-    add_compile_definitions(MTSARRAY_FAULT_INJECTION=1)
+    add_compile_definitions(MTSARRAY_TEST_HOOKS=1)
 endif()
 
 # Called from src/CMakeLists.txt: compiles the fault injection hook into
-# `target` when MTSARRAY_FAULT_INJECTION is ON; does nothing otherwise.
-function(mtsarray_add_fault_injection target)
-    if(MTSARRAY_FAULT_INJECTION)
-        target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/fault_injection.cpp)
-        message(STATUS "mtsarray: fault injection hook compiled in (test-only build)")
+# `target` when MTSARRAY_TEST_HOOKS is ON; does nothing otherwise.
+function(mtsarray_add_test_hooks target)
+    if(MTSARRAY_TEST_HOOKS)
+        target_sources(${target} PRIVATE
+            ${PROJECT_SOURCE_DIR}/src/fault_injection.cpp
+            ${PROJECT_SOURCE_DIR}/src/test_hooks.cpp)
+        message(STATUS "mtsarray: test hooks compiled in (fault injection, live-array count; test-only build)")
     endif()
 endfunction()

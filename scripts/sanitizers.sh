@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reliability checks, CPU-only, with clang:
-#   1. ASan + UBSan build (with the fault injection hook and the fuzzers
+#   1. ASan + UBSan build (with the test hooks and the fuzzers
 #      compiled in): the whole ctest suite with leak detection, which
 #      includes the fault injection sweep and the exported-symbols check;
 #   2. ThreadSanitizer build: the concurrency tests (ctest -R concurrency);
@@ -54,7 +54,7 @@ configure_sanitized() {
 
 asan_suite() {
     configure_sanitized "$ASAN_BUILD" address \
-        -DMTSARRAY_FAULT_INJECTION=ON -DMTSARRAY_BUILD_FUZZERS=ON
+        -DMTSARRAY_TEST_HOOKS=ON -DMTSARRAY_BUILD_FUZZERS=ON
     log "build $ASAN_BUILD (-j$JOBS)"
     cmake --build "$ASAN_BUILD" -j"$JOBS"
     log "ctest under ASan + UBSan, leak detection on"
@@ -68,7 +68,7 @@ asan_suite() {
 }
 
 tsan_suite() {
-    configure_sanitized "$TSAN_BUILD" thread
+    configure_sanitized "$TSAN_BUILD" thread -DMTSARRAY_TEST_HOOKS=ON
     log "build $TSAN_BUILD (-j$JOBS)"
     cmake --build "$TSAN_BUILD" -j"$JOBS" --target mtsarray-concurrency-tests
     log "ctest -R concurrency under TSan"

@@ -9,7 +9,7 @@
 #include "dtype.hpp"
 #include "error.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 size_t checked_element_count(const std::vector<uintptr_t>& shape, size_t element_size) {
     // an empty array never overflows, whatever its other dimensions; this
@@ -63,20 +63,22 @@ Array::Array(std::shared_ptr<Buffer> buffer, DLDataType dtype, std::vector<uintp
              Stream stream)
     : buffer_(std::move(buffer)), dtype_(dtype), shape_(std::move(shape)), size_(element_count(shape_)),
       stream_(stream) {
-    register_array(this);
+    handle_ = register_array(this);
 }
 
 Array::~Array() {
-    unregister_array(this);
+    // no-op when destroy() already unregistered the handle
+    (void)unregister_array(handle_);
     buffer_->set_release_stream(stream_);
 }
 
 Array& Array::from_handle(const void* handle, const char* role) {
     MTSARRAY_EXPECTS(handle != nullptr, std::string(role) + " array is NULL");
-    MTSARRAY_EXPECTS(is_registered_array(handle),
+    Array* array = find_array(handle);
+    MTSARRAY_EXPECTS(array != nullptr,
                      std::string(role) + " array was not made by mtsarray (or was already "
                                          "destroyed): mtsarray can only operate on its own arrays");
-    return *static_cast<Array*>(const_cast<void*>(handle));
+    return *array;
 }
 
 size_t Array::nbytes() const noexcept {
@@ -114,11 +116,11 @@ void Array::replace_data(std::shared_ptr<Buffer> buffer, std::vector<uintptr_t> 
 }
 
 const Backend& Array::memory_backend() const {
-    return mtsarray::memory_backend(device().device_type);
+    return detail::memory_backend(device().device_type);
 }
 
 const Backend& Array::compute_backend() const {
-    return mtsarray::compute_backend(device().device_type);
+    return detail::compute_backend(device().device_type);
 }
 
 void Array::prepare_host_access() const {
@@ -165,7 +167,7 @@ void Array::invalidate_host_mirror() const {
 
 std::string Array::describe() const {
     return dtype_name(dtype_) + " array of shape " + describe_shape(shape_) + " on " +
-           mtsarray::describe(device());
+           detail::describe(device());
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -15,7 +15,7 @@
 #include "buffer.hpp"
 #include "stream.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 class Array {
 public:
@@ -34,6 +34,9 @@ public:
     /// The live Array behind `handle` (an mts_array_t's ptr); throws Error
     /// when it is not one of ours (a foreign or destroyed array).
     static Array& from_handle(const void* handle, const char* role);
+
+    /// The value of `mts_array_t::ptr` for this array (array_registry.hpp).
+    void* handle() const noexcept { return handle_; }
 
     DLDevice device() const noexcept { return buffer_->device(); }
     DLDataType dtype() const noexcept { return dtype_; }
@@ -82,6 +85,7 @@ public:
     void invalidate_host_mirror() const;
 
 private:
+    void* handle_ = nullptr;
     std::shared_ptr<Buffer> buffer_;
     DLDataType dtype_;
     std::vector<uintptr_t> shape_;
@@ -100,4 +104,4 @@ size_t checked_element_count(const std::vector<uintptr_t>& shape, size_t element
 /// "[3, 4]" / "[]" for messages.
 std::string describe_shape(const std::vector<uintptr_t>& shape);
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

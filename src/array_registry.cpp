@@ -1,63 +1,181 @@
 #include "array_registry.hpp"
 
-#include <array>
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <mutex>
-#include <unordered_set>
+#include <new>
 
-namespace mtsarray {
+#include "error.hpp"
+
+namespace mtsarray::detail {
 
 namespace {
 
-// Every callback looks its array up here, from any number of threads: the
-// set is split into shards with a plain mutex each, so that lookups of
-// different arrays rarely meet, and an uncontended lookup costs a mutex
-// (cheaper than a reader-writer lock) and one hash probe.
-constexpr size_t shard_count = 64;
+static_assert(sizeof(void*) == 8, "mtsarray handles need 64-bit pointers");
 
-struct Shard {
-    std::mutex mutex;
-    std::unordered_set<const void*> arrays;
+// handle = tag (8 bits) | generation (28 bits) | slot (28 bits)
+constexpr unsigned slot_bits = 28;
+constexpr unsigned generation_bits = 28;
+constexpr uint64_t slot_mask = (uint64_t(1) << slot_bits) - 1;
+constexpr uint64_t generation_mask = (uint64_t(1) << generation_bits) - 1;
+// No user-space address has a non-zero top byte (47- to 57-bit address
+// spaces), so a real pointer can never carry this tag.
+constexpr uint64_t handle_tag = uint64_t(0xA7) << 56;
+constexpr uint64_t tag_mask = uint64_t(0xFF) << 56;
+
+// Keeps the table from being a root for LeakSanitizer's pointer scan.
+constexpr uintptr_t pointer_mask = uintptr_t(0x5A17C3E95A17C3E9);
+
+// Freed slots wait until this many others are free before being reused, so
+// that a generation wraps only after ~2^28 * 4096 destroys.
+constexpr size_t reuse_delay = 4096;
+
+constexpr unsigned chunk_bits = 14;
+constexpr size_t slots_per_chunk = size_t(1) << chunk_bits;
+constexpr size_t chunk_count = size_t(1) << (slot_bits - chunk_bits);
+
+struct Slot {
+    // generation << 1 | live
+    std::atomic<uint64_t> state{0};
+    std::atomic<uintptr_t> masked_array{0};
 };
 
-struct Registry {
-    std::array<Shard, shard_count> shards;
+struct Chunk {
+    Slot slots[slots_per_chunk];
+};
+
+struct Table {
+    Table() {
+        for (auto& chunk : chunks) {
+            chunk.store(nullptr, std::memory_order_relaxed);
+        }
+    }
+    std::atomic<Chunk*> chunks[chunk_count];
+    std::atomic<size_t> live{0};
+
+    std::mutex mutex;  // guards what follows: registration and frees only
+    std::deque<uint32_t> free_slots;
+    uint64_t fresh_slots = 0;  // slots ever handed out
 };
 
 // Never destroyed: arrays may outlive static destruction (held by a
 // TensorMap in a static of the user's program).
-Registry& registry() {
-    static auto* instance = new Registry();
+Table& table() {
+    static auto* instance = new Table();
     return *instance;
 }
 
-Shard& shard_of(const void* pointer) {
-    // Arrays are heap objects aligned to at least 16 bytes: drop those bits,
-    // then mix the rest so that neighbouring allocations spread out.
-    auto bits = reinterpret_cast<uintptr_t>(pointer) >> 4;
-    bits ^= bits >> 7;
-    bits ^= bits >> 13;
-    return registry().shards[bits % shard_count];
+Slot* slot_of(const Table& registry, uint64_t slot) noexcept {
+    Chunk* chunk = registry.chunks[slot >> chunk_bits].load(std::memory_order_acquire);
+    return chunk == nullptr ? nullptr : &chunk->slots[slot & (slots_per_chunk - 1)];
+}
+
+struct Decoded {
+    Slot* slot;
+    uint64_t live_state;  // the state the slot has while this handle is live
+};
+
+// The slot of a well-formed handle and the state it must be in, or
+// {nullptr, 0} for anything else.
+Decoded decode(const void* handle) noexcept {
+    const auto bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
+    if ((bits & tag_mask) != handle_tag) {
+        return {nullptr, 0};
+    }
+    Slot* slot = slot_of(table(), bits & slot_mask);
+    const uint64_t generation = (bits >> slot_bits) & generation_mask;
+    return {slot, (generation << 1) | 1};
+}
+
+bool matches(uint64_t state, uint64_t live_state) noexcept {
+    // generations in handles are truncated to generation_bits
+    return (state & 1) != 0 && ((state >> 1) & generation_mask) == (live_state >> 1);
 }
 
 }  // namespace
 
-void register_array(const Array* array) {
-    auto& shard = shard_of(array);
-    std::lock_guard<std::mutex> lock(shard.mutex);
-    shard.arrays.insert(array);
+void* register_array(Array* array) {
+    auto& registry = table();
+    uint64_t index = 0;
+    {
+        std::lock_guard<std::mutex> lock(registry.mutex);
+        if (registry.free_slots.size() > reuse_delay) {
+            index = registry.free_slots.front();
+            registry.free_slots.pop_front();
+        } else {
+            if (registry.fresh_slots > slot_mask) {
+                throw OutOfMemory("mtsarray can not track more than 2^28 live arrays");
+            }
+            index = registry.fresh_slots;
+            auto& chunk = registry.chunks[index >> chunk_bits];
+            if (chunk.load(std::memory_order_relaxed) == nullptr) {
+                auto* fresh = new (std::nothrow) Chunk();
+                if (fresh == nullptr) {
+                    throw OutOfMemory("out of host memory for the table of live arrays");
+                }
+                chunk.store(fresh, std::memory_order_release);
+            }
+            registry.fresh_slots++;
+        }
+    }
+    Slot& slot = *slot_of(registry, index);
+    const uint64_t generation = slot.state.load(std::memory_order_relaxed) >> 1;
+    slot.masked_array.store(reinterpret_cast<uintptr_t>(array) ^ pointer_mask, std::memory_order_relaxed);
+    slot.state.store((generation << 1) | 1, std::memory_order_release);
+    registry.live.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t handle = handle_tag | ((generation & generation_mask) << slot_bits) | index;
+    return reinterpret_cast<void*>(static_cast<uintptr_t>(handle));
 }
 
-void unregister_array(const Array* array) noexcept {
-    auto& shard = shard_of(array);
-    std::lock_guard<std::mutex> lock(shard.mutex);
-    shard.arrays.erase(array);
+Array* unregister_array(const void* handle) noexcept {
+    const Decoded decoded = decode(handle);
+    if (decoded.slot == nullptr) {
+        return nullptr;
+    }
+    Slot& slot = *decoded.slot;
+    uint64_t state = slot.state.load(std::memory_order_acquire);
+    // one CAS from "live in this generation" to "free, next generation":
+    // of several threads unregistering the same handle, one wins
+    do {
+        if (!matches(state, decoded.live_state)) {
+            return nullptr;
+        }
+    } while (!slot.state.compare_exchange_weak(state, ((state >> 1) + 1) << 1, std::memory_order_acq_rel,
+                                               std::memory_order_acquire));
+    auto* array = reinterpret_cast<Array*>(slot.masked_array.load(std::memory_order_relaxed) ^ pointer_mask);
+
+    auto& registry = table();
+    registry.live.fetch_sub(1, std::memory_order_relaxed);
+    const auto bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
+    try {
+        std::lock_guard<std::mutex> lock(registry.mutex);
+        registry.free_slots.push_back(static_cast<uint32_t>(bits & slot_mask));
+    } catch (...) {
+        // no memory for the free list: the slot is simply never reused
+    }
+    return array;
 }
 
-bool is_registered_array(const void* pointer) noexcept {
-    auto& shard = shard_of(pointer);
-    std::lock_guard<std::mutex> lock(shard.mutex);
-    return shard.arrays.count(pointer) != 0;
+Array* find_array(const void* handle) noexcept {
+    const Decoded decoded = decode(handle);
+    if (decoded.slot == nullptr) {
+        return nullptr;
+    }
+    const Slot& slot = *decoded.slot;
+    if (!matches(slot.state.load(std::memory_order_acquire), decoded.live_state)) {
+        return nullptr;
+    }
+    const uintptr_t masked = slot.masked_array.load(std::memory_order_acquire);
+    // checked again: the slot may have been freed and reused in between
+    if (!matches(slot.state.load(std::memory_order_acquire), decoded.live_state)) {
+        return nullptr;
+    }
+    return reinterpret_cast<Array*>(masked ^ pointer_mask);
 }
 
-}  // namespace mtsarray
+size_t live_array_count() noexcept {
+    return table().live.load(std::memory_order_relaxed);
+}
+
+}  // namespace mtsarray::detail

@@ -8,7 +8,7 @@
 #include "fault_injection.hpp"
 #include "operations.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 namespace {
 
@@ -102,4 +102,4 @@ DLManagedTensorVersioned* as_dlpack(const Array& array, DLDevice device, const i
     return make_export(std::move(buffer), array.dtype(), array.shape(), DLPACK_FLAG_BITMASK_IS_COPIED);
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -16,7 +16,7 @@
 #include "move_plan.hpp"
 #include "stream.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 /// A strided view of existing data, as DLPack describes it (strides counted
 /// in elements, possibly zero or negative).
@@ -87,4 +87,4 @@ public:
     virtual void synchronize(const Stream& stream) const = 0;
 };
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -6,7 +6,7 @@
 #include "error.hpp"
 #include "mtsarray/config.h"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 namespace {
 
@@ -95,4 +95,4 @@ std::string unavailable_reason(DLDeviceType type) {
     }
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

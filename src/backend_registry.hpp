@@ -8,7 +8,7 @@
 
 #include "backend.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 /// The backend that owns memory of `type`: allocation, free, streams and
 /// synchronisation (the CUDA backend for kDLCUDAHost and kDLCUDAManaged).
@@ -36,4 +36,4 @@ const Backend& cpu_backend();
 const Backend& cuda_backend();  // only defined when MTSARRAY_HAS_CUDA
 const Backend& hip_backend();   // only defined when MTSARRAY_HAS_HIP
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -5,7 +5,7 @@
 #include "backend_registry.hpp"
 #include "fault_injection.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 std::shared_ptr<Buffer> Buffer::allocate(const Stream& stream, size_t bytes) {
     const auto& backend = memory_backend(stream.device().device_type);
@@ -51,4 +51,4 @@ void Buffer::set_release_stream(const Stream& stream) noexcept {
     release_stream_ = stream;
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

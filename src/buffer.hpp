@@ -12,7 +12,7 @@
 
 #include "stream.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 class Buffer {
 public:
@@ -51,4 +51,4 @@ private:
     std::function<void()> release_;  // external memory: how to give it back
 };
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

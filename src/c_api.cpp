@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "array_registry.hpp"
 #include "backend_registry.hpp"
 #include "c_boundary.hpp"
 #include "callbacks.hpp"
@@ -17,7 +18,7 @@
 #include "operations.hpp"
 #include "tensormap_to.hpp"
 
-using namespace mtsarray;
+using namespace mtsarray::detail;
 
 namespace {
 
@@ -28,7 +29,7 @@ auto context(const char* function) {
 Array& array_of(const mts_array_t* array) {
     check_not_null(array, "array");
     MTSARRAY_EXPECTS(is_mtsarray(*array), "array was not made by mtsarray (or was already destroyed)");
-    return *static_cast<Array*>(array->ptr);
+    return *find_array(array->ptr);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 
 #include "error.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 std::string last_error_message() {
     const char* message = nullptr;
@@ -59,4 +59,4 @@ mts_status_t set_last_error_from_current_exception(const std::string& context) n
     return MTS_CALLBACK_ERROR;
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

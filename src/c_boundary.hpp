@@ -12,7 +12,7 @@
 
 #include <metatensor.h>
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 /// Origin string of every error mtsarray sets.
 constexpr const char* error_origin = "mtsarray";
@@ -50,4 +50,4 @@ mts_status_t guard(Context&& context, Body&& body) noexcept {
     }
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

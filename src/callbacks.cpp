@@ -12,7 +12,7 @@
 #include "error.hpp"
 #include "operations.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 namespace {
 
@@ -24,8 +24,8 @@ Array& self(const void* handle) {
 auto context(const char* callback, const void* handle) {
     return [callback, handle]() {
         std::string text = std::string("mtsarray: ") + callback;
-        if (is_registered_array(handle)) {
-            text += " (" + static_cast<const Array*>(handle)->describe() + ")";
+        if (const Array* array = find_array(handle)) {
+            text += " (" + array->describe() + ")";
         }
         return text;
     };
@@ -38,10 +38,10 @@ auto context(const char* callback, const void* handle) {
 namespace vtable {
 
 void destroy(void* handle) {
-    // metatensor may call destroy on any thread; nothing here can throw
-    if (is_registered_array(handle)) {
-        delete static_cast<Array*>(handle);
-    }
+    // metatensor may call destroy on any thread; nothing here can throw. A
+    // handle destroyed twice (or a foreign one) is found dead and ignored:
+    // it can never free another array.
+    delete unregister_array(handle);
 }
 
 mts_status_t origin(const void* handle, mts_data_origin_t* result) {
@@ -69,14 +69,14 @@ mts_status_t as_dlpack(void* handle, DLManagedTensorVersioned** result, DLDevice
                        const int64_t* stream, DLPackVersion max_version) {
     return guard(context("as_dlpack", handle), [&] {
         check_not_null(result, "dl_managed_tensor");
-        *result = mtsarray::as_dlpack(self(handle), device, stream, max_version);
+        *result = detail::as_dlpack(self(handle), device, stream, max_version);
     });
 }
 
 mts_status_t from_dlpack(const void* handle, DLManagedTensorVersioned* tensor, mts_array_t* result) {
     return guard(context("from_dlpack", handle), [&] {
         // the tensor is ours even when we fail: import first, then check
-        auto array = mtsarray::from_dlpack(tensor);
+        auto array = detail::from_dlpack(tensor);
         check_not_null(result, "new_array");
         *result = to_mts_array(std::move(array));
     });
@@ -97,7 +97,7 @@ mts_status_t reshape(void* handle, const uintptr_t* shape, uintptr_t count) {
 }
 
 mts_status_t swap_axes(void* handle, uintptr_t axis_1, uintptr_t axis_2) {
-    return guard(context("swap_axes", handle), [&] { mtsarray::swap_axes(self(handle), axis_1, axis_2); });
+    return guard(context("swap_axes", handle), [&] { detail::swap_axes(self(handle), axis_1, axis_2); });
 }
 
 mts_status_t create(const void* handle, const uintptr_t* shape, uintptr_t count, mts_array_t fill_value,
@@ -128,7 +128,7 @@ mts_status_t move_data(void* output, const void* input, const mts_data_movement_
     return guard(context("move_data", output), [&] {
         auto& destination = Array::from_handle(output, "output");
         const auto& source = Array::from_handle(input, "input");
-        mtsarray::move_data(destination, source, movements, count);
+        detail::move_data(destination, source, movements, count);
     });
 }
 
@@ -151,7 +151,7 @@ mts_data_origin_t data_origin() {
 
 mts_array_t to_mts_array(std::unique_ptr<Array> array) noexcept {
     mts_array_t result = {};
-    result.ptr = array.release();
+    result.ptr = array.release()->handle();
     result.destroy = vtable::destroy;
     result.origin = vtable::origin;
     result.device = vtable::device;
@@ -171,7 +171,7 @@ bool is_mtsarray(const mts_array_t& array) noexcept {
     // libmetatensor hands out borrowed views of our arrays with destroy = NULL,
     // so recognise them by the other slots
     return array.as_dlpack == vtable::as_dlpack && array.move_data == vtable::move_data &&
-           is_registered_array(array.ptr);
+           find_array(array.ptr) != nullptr;
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

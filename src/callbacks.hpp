@@ -7,7 +7,7 @@
 
 #include "array.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 /// Hands `array` over to a new mts_array_t (its destroy deletes it).
 mts_array_t to_mts_array(std::unique_ptr<Array> array) noexcept;
@@ -18,4 +18,4 @@ bool is_mtsarray(const mts_array_t& array) noexcept;
 /// The data origin registered once with libmetatensor as "mtsarray".
 mts_data_origin_t data_origin();
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

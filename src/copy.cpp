@@ -7,7 +7,7 @@
 #include "error.hpp"
 #include "operations.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 
 void transfer(void* destination, const Stream& destination_stream, const void* source,
@@ -94,4 +94,4 @@ std::unique_ptr<Array> copy_to_device(const Array& source, DLDevice device, cons
     return copy;
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -9,7 +9,7 @@
 #include "error.hpp"
 #include "operations.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 namespace {
 
@@ -83,4 +83,4 @@ std::unique_ptr<Array> create_like(const Array& prototype, std::vector<uintptr_t
     return make_filled(prototype.dtype(), std::move(shape), value, prototype.stream());
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

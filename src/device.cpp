@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 bool is_host_accessible(DLDeviceType type) noexcept {
     return type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged || type == kDLROCMHost;
@@ -39,4 +39,4 @@ std::string describe(DLDevice device) {
     return name + ":" + std::to_string(device.device_id);
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

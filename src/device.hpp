@@ -5,7 +5,7 @@
 
 #include <metatensor.h>
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 /// Device types whose memory the host can read and write directly; they run
 /// the CPU implementation (after synchronising their work stream).
@@ -23,4 +23,4 @@ inline bool same_device(DLDevice a, DLDevice b) noexcept {
 
 constexpr DLDevice cpu_device() noexcept { return DLDevice{kDLCPU, 0}; }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

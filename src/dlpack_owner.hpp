@@ -4,7 +4,7 @@
 
 #include <metatensor.h>
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 class DLPackOwner {
 public:
@@ -34,4 +34,4 @@ private:
     DLManagedTensorVersioned* tensor_;
 };
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

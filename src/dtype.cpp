@@ -4,7 +4,7 @@
 
 #include "error.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 namespace {
 
@@ -93,4 +93,4 @@ void check_dtype(DLDataType dtype) {
     }
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

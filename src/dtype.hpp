@@ -6,7 +6,7 @@
 
 #include <metatensor.h>
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 /// Largest element mtsarray stores (complex128).
 constexpr size_t max_element_size = 16;
@@ -26,4 +26,4 @@ inline bool same_dtype(DLDataType a, DLDataType b) noexcept {
     return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

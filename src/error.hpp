@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 /// Any failure inside mtsarray: bad input, missing backend, runtime error.
 class Error : public std::runtime_error {
@@ -19,13 +19,13 @@ public:
     explicit OutOfMemory(const std::string& message) : Error(message) {}
 };
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail
 
-/// Precondition check: throws mtsarray::Error with `message` (a std::string
+/// Precondition check: throws mtsarray::detail::Error with `message` (a std::string
 /// expression, only evaluated when the check fails).
 #define MTSARRAY_EXPECTS(condition, message)                 \
     do {                                                     \
         if (!(condition)) {                                  \
-            throw ::mtsarray::Error(message);                \
+            throw ::mtsarray::detail::Error(message);                \
         }                                                    \
     } while (false)

@@ -1,6 +1,5 @@
-// Compiled only when MTSARRAY_FAULT_INJECTION is ON (cmake/sanitizers.cmake).
-// See fault_injection.hpp; the test-side declarations are in
-// tests/fault_injection_api.h.
+// Compiled only when MTSARRAY_TEST_HOOKS is ON (cmake/sanitizers.cmake).
+// See fault_injection.hpp; test_hooks.cpp exports the controls.
 
 #include "fault_injection.hpp"
 
@@ -10,9 +9,8 @@
 #include <string>
 
 #include "error.hpp"
-#include "mtsarray.h"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace fault_injection {
 
 namespace {
@@ -44,19 +42,14 @@ void check(const char* point) {
     }
 }
 
-}  // namespace fault_injection
-}  // namespace mtsarray
-
-extern "C" {
-
-MTSARRAY_EXPORT int64_t mtsarray_test_fail_after(int64_t k) {
-    using namespace mtsarray::fault_injection;
+int64_t arm(int64_t k) noexcept {
     remaining.store(k < 0 ? -1 : k, std::memory_order_relaxed);
     return points_seen.exchange(0, std::memory_order_relaxed);
 }
 
-MTSARRAY_EXPORT int64_t mtsarray_test_faults_injected(void) {
-    return mtsarray::fault_injection::injected.load(std::memory_order_relaxed);
+int64_t injected_count() noexcept {
+    return injected.load(std::memory_order_relaxed);
 }
 
-}  // extern "C"
+}  // namespace fault_injection
+}  // namespace mtsarray::detail

@@ -8,7 +8,7 @@
 #include "error.hpp"
 #include "operations.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 namespace {
 
@@ -103,4 +103,4 @@ std::unique_ptr<Array> from_dlpack(DLManagedTensorVersioned* tensor) {
     return array;
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -5,7 +5,7 @@
 #include "error.hpp"
 #include "operations.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 namespace {
 
@@ -47,4 +47,4 @@ void move_data(Array& output, const Array& input, const mts_data_movement_t* mov
     backend.move_data(stream, output.data(), snapshot->data(), plan);
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

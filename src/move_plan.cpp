@@ -5,7 +5,7 @@
 #include "array.hpp"
 #include "error.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 namespace {
 
@@ -130,4 +130,4 @@ void MovePlan::build_table() const {
     table_built_ = true;
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -15,7 +15,7 @@
 
 #include <metatensor.h>
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 /// `rows` copies of `bytes` bytes; row r reads at input_offset + r *
 /// input_row_stride and writes at output_offset + r * output_row_stride
@@ -124,4 +124,4 @@ void MovePlan::for_each_run(Visit&& visit) const {
     }
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

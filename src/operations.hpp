@@ -10,7 +10,7 @@
 
 #include "array.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 /// create.cpp: a new array on `stream` (its device) with every element set
 /// to the `element_size(dtype)` bytes at `value` (a host pointer).
@@ -62,4 +62,4 @@ std::vector<int64_t> contiguous_strides(const std::vector<uintptr_t>& shape);
 /// (strides of size-1 axes do not matter).
 bool is_c_contiguous(const std::vector<uintptr_t>& shape, const int64_t* strides);
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

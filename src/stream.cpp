@@ -5,7 +5,7 @@
 #include "device.hpp"
 #include "error.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 namespace {
 
@@ -55,7 +55,7 @@ Stream Stream::parse(DLDevice device, int64_t number, bool allow_none) {
 }
 
 std::string Stream::describe() const {
-    std::string text = mtsarray::describe(device_) + " stream " + std::to_string(number_);
+    std::string text = detail::describe(device_) + " stream " + std::to_string(number_);
     const auto type = device_.device_type;
     if (number_ == stream_numbers::none) {
         text += " (none)";
@@ -69,4 +69,4 @@ std::string Stream::describe() const {
     return text;
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -8,7 +8,7 @@
 
 #include <metatensor.h>
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 /// DLPack stream numbers with a fixed meaning.
 namespace stream_numbers {
@@ -57,4 +57,4 @@ private:
     int64_t number_;
 };
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

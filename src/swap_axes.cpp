@@ -5,7 +5,7 @@
 #include "error.hpp"
 #include "operations.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 void swap_axes(Array& array, uintptr_t axis_1, uintptr_t axis_2) {
     const auto& shape = array.shape();
@@ -33,4 +33,4 @@ void swap_axes(Array& array, uintptr_t axis_1, uintptr_t axis_2) {
     array.replace_data(std::move(buffer), std::move(swapped_shape));
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

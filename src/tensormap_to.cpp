@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "array_registry.hpp"
 #include "backend_registry.hpp"
 #include "c_boundary.hpp"
 #include "callbacks.hpp"
@@ -10,7 +11,7 @@
 #include "error.hpp"
 #include "operations.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 namespace {
 
@@ -52,7 +53,7 @@ mts_array_t into_mts_array(std::unique_ptr<Array> array) {
 std::unique_ptr<Array> array_to(const mts_array_t& source, const Stream& stream) {
     const DLDevice device = stream.device();
     if (is_mtsarray(source)) {
-        return copy_to_device(*static_cast<const Array*>(source.ptr), device, &stream);
+        return copy_to_device(*find_array(source.ptr), device, &stream);
     }
     // another library's array: borrow its data through DLPack on its own device
     MTSARRAY_EXPECTS(source.device != nullptr && source.as_dlpack != nullptr,
@@ -178,4 +179,4 @@ mts_tensormap_t* tensormap_to(const mts_tensormap_t* tensor, const Stream& strea
     return result;
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -6,7 +6,7 @@
 
 #include "stream.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 /// A new TensorMap on `stream.device()`: every values and gradient array
 /// becomes an mtsarray array working on `stream`, keys and every Labels get
@@ -15,4 +15,4 @@ namespace mtsarray {
 /// of any origin are read through DLPack. Throws Error; `tensor` is only read.
 mts_tensormap_t* tensormap_to(const mts_tensormap_t* tensor, const Stream& stream);
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -3,7 +3,7 @@
 # cudart or HIP runtime symbol) and nothing less (a C API function lost).
 #
 #   cmake -DNM=<nm> -DLIBRARY=<libmtsarray.so> -DALLOW_LIST=<exported_symbols.txt>
-#         [-DFAULT_INJECTION=ON] -P exported_symbols.cmake
+#         [-DTEST_HOOKS=ON] -P exported_symbols.cmake
 
 cmake_minimum_required(VERSION 3.22)
 
@@ -39,8 +39,8 @@ endforeach()
 list(REMOVE_DUPLICATES exported)
 
 file(STRINGS "${ALLOW_LIST}" allowed REGEX "^[^#]")
-if(FAULT_INJECTION)
-    list(APPEND allowed mtsarray_test_fail_after mtsarray_test_faults_injected)
+if(TEST_HOOKS)
+    list(APPEND allowed mtsarray_test_fail_after mtsarray_test_faults_injected mtsarray_test_live_arrays)
 endif()
 
 set(unexpected)

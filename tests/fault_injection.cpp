@@ -1,4 +1,4 @@
-// Fault injection (built only with -DMTSARRAY_FAULT_INJECTION=ON): every
+// Fault injection (built only with -DMTSARRAY_TEST_HOOKS=ON): every
 // allocation and every fallible backend call of an operation is made to fail
 // in turn (k = 0, 1, 2, ... until the operation runs to completion). Each
 // failure must give a clear error ("injected fault"), leave every input
@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "backends.hpp"
-#include "fault_injection_api.h"
+#include "test_hooks_api.h"
 
 using namespace mtsarray_test;
 

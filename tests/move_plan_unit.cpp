@@ -13,8 +13,8 @@
 #include "error.hpp"
 #include "move_plan.hpp"
 
-using mtsarray::MovePlan;
-using mtsarray::MoveRun;
+using mtsarray::detail::MovePlan;
+using mtsarray::detail::MoveRun;
 
 namespace {
 
@@ -38,7 +38,7 @@ std::string error_of(const std::vector<uintptr_t>& output_shape, const std::vect
                      const mts_data_movement_t* movements, size_t count) {
     try {
         MovePlan(output_shape, input_shape, 8, movements, count);
-    } catch (const mtsarray::Error& error) {
+    } catch (const mtsarray::detail::Error& error) {
         return error.what();
     }
     return "no error";

@@ -1,9 +1,6 @@
-// DLPack stream numbers: src/stream.cpp's rules tested directly (it is
-// compiled into this test, the shared library hides it), then the same rules
-// through the public API (mtsarray_set_stream / get_stream, as_dlpack).
-//
-// This file must not include mtsarray.hpp: the test also compiles the
-// library's own error.hpp, whose mtsarray::Error is a different class.
+// DLPack stream numbers: src/stream.cpp's rules tested directly (this test
+// links the library's own objects), then the same rules through the public
+// API (mtsarray_set_stream / get_stream, as_dlpack).
 
 #include <cstdint>
 #include <limits>
@@ -17,7 +14,7 @@
 #include "stream.hpp"
 #include "error.hpp"
 
-using mtsarray::Stream;
+using mtsarray::detail::Stream;
 
 // readable parameters; DLDevice lives in the global namespace
 inline void PrintTo(const DLDevice& device, std::ostream* stream) {
@@ -36,7 +33,7 @@ constexpr int64_t int64_min = std::numeric_limits<int64_t>::min();
 std::string parse_error(DLDevice device, int64_t number, bool allow_none = false) {
     try {
         Stream::parse(device, number, allow_none);
-    } catch (const mtsarray::Error& error) {
+    } catch (const mtsarray::detail::Error& error) {
         return error.what();
     }
     return "accepted";
@@ -194,7 +191,7 @@ TEST_F(PublicStreams, CpuArraysOnlyTakeMinusOne) {
 
 TEST_F(PublicStreams, AsDlpackOnCpu) {
     const DLPackVersion version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-    for (const int64_t* stream : {static_cast<const int64_t*>(nullptr), &mtsarray::stream_numbers::none}) {
+    for (const int64_t* stream : {static_cast<const int64_t*>(nullptr), &mtsarray::detail::stream_numbers::none}) {
         DLManagedTensorVersioned* tensor = nullptr;
         ASSERT_EQ(array_.as_dlpack(array_.ptr, &tensor, cpu, stream, version), MTS_SUCCESS) << last_error();
         ASSERT_NE(tensor, nullptr);

@@ -14,7 +14,7 @@
 #include "error.hpp"
 #include "fault_injection.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 namespace {
 
@@ -154,4 +154,4 @@ const Backend& cpu_backend() {
     return instance;
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -5,7 +5,7 @@
 
 #include "error.hpp"
 
-namespace mtsarray::cpu {
+namespace mtsarray::detail::cpu {
 
 namespace {
 
@@ -56,4 +56,4 @@ void fill(void* data, size_t count, const void* value, size_t element_size) {
     }
 }
 
-}  // namespace mtsarray::cpu
+}  // namespace mtsarray::detail::cpu

@@ -1,10 +1,10 @@
 #pragma once
 #include <cstddef>
 
-namespace mtsarray::cpu {
+namespace mtsarray::detail::cpu {
 
 /// Writes `count` copies of the `element_size`-byte pattern `value` (1, 2,
 /// 4, 8 or 16 bytes) to `data`, with loops the compiler vectorises.
 void fill(void* data, size_t count, const void* value, size_t element_size);
 
-}  // namespace mtsarray::cpu
+}  // namespace mtsarray::detail::cpu

@@ -7,7 +7,7 @@
 
 #include "error.hpp"
 
-namespace mtsarray::cpu {
+namespace mtsarray::detail::cpu {
 
 namespace {
 
@@ -161,4 +161,4 @@ void strided_copy(void* destination, const StridedView& source) {
     }
 }
 
-}  // namespace mtsarray::cpu
+}  // namespace mtsarray::detail::cpu

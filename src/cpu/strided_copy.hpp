@@ -1,7 +1,7 @@
 #pragma once
 #include "backend.hpp"
 
-namespace mtsarray::cpu {
+namespace mtsarray::detail::cpu {
 
 /// Copies `source` into the C-contiguous `destination`. Axes that are
 /// contiguous in the source are merged first; then rows are memcpy'd when
@@ -10,4 +10,4 @@ namespace mtsarray::cpu {
 /// source's most contiguous axis.
 void strided_copy(void* destination, const StridedView& source);
 
-}  // namespace mtsarray::cpu
+}  // namespace mtsarray::detail::cpu

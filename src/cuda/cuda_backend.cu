@@ -5,7 +5,7 @@
 #include "../gpu/gpu_backend.hpp"
 #include "cuda_runtime.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 const Backend& cuda_backend() {
     // Never destroyed: at exit the static CUDA runtime may be torn down
@@ -15,4 +15,4 @@ const Backend& cuda_backend() {
     return *backend;
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -10,15 +10,15 @@
 
 /// Throws unless `call` returns cudaSuccess.
 #define MTSARRAY_CUDA_CHECK(call) \
-    ::mtsarray::gpu::check<::mtsarray::cuda::CudaErrors>((call), #call, __FILE__, __LINE__)
+    ::mtsarray::detail::gpu::check<::mtsarray::detail::cuda::CudaErrors>((call), #call, __FILE__, __LINE__)
 
 /// Reports on stderr unless `call` returns cudaSuccess; evaluates to whether
 /// it did. Never throws.
 #define MTSARRAY_CUDA_CHECK_NOTHROW(call)                                                    \
-    ::mtsarray::gpu::check_nothrow<::mtsarray::cuda::CudaErrors>((call), #call, __FILE__, \
+    ::mtsarray::detail::gpu::check_nothrow<::mtsarray::detail::cuda::CudaErrors>((call), #call, __FILE__, \
                                                                  __LINE__)
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace cuda {
 
 struct CudaErrors {
@@ -38,4 +38,4 @@ struct CudaErrors {
 inline std::string error_text(cudaError_t status) { return gpu::error_text<CudaErrors>(status); }
 
 }  // namespace cuda
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -14,7 +14,7 @@
 #include "../stream.hpp"
 #include "cuda_error.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace cuda {
 
 struct CudaRuntime {
@@ -188,4 +188,4 @@ private:
 };
 
 }  // namespace cuda
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

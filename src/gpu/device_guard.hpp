@@ -6,7 +6,7 @@
 //   static void set_device(int);               // throws
 //   static void restore_device(int) noexcept;  // reports
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace gpu {
 
 template <class Runtime> class DeviceGuard {
@@ -31,4 +31,4 @@ private:
 };
 
 }  // namespace gpu
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace gpu {
 
 template <class Runtime> class EventPool {
@@ -71,4 +71,4 @@ private:
 };
 
 }  // namespace gpu
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

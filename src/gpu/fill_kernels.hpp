@@ -19,7 +19,7 @@
 #include "launch_config.hpp"
 #include "vector_units.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace gpu {
 
 /// Queues the fill of `count` elements of `element_size` bytes at `data`
@@ -115,4 +115,4 @@ void launch_fill(NativeStream stream, void* data, uint64_t count, const void* va
 }
 
 }  // namespace gpu
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

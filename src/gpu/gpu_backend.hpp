@@ -75,7 +75,7 @@
 #include "strided_copy_kernels.hpp"
 #include "vector_units.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace gpu {
 
 template <class Runtime> class GpuBackend final : public Backend {
@@ -427,4 +427,4 @@ private:
 };
 
 }  // namespace gpu
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -8,7 +8,7 @@
 
 #include "kernel_language.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace gpu {
 
 /// Threads per block of the one-dimensional kernels (fill, move_data,
@@ -39,4 +39,4 @@ inline unsigned grid_size(uint64_t work_units, uint64_t units_per_block) {
 }
 
 }  // namespace gpu
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

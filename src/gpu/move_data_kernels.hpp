@@ -35,7 +35,7 @@
 #include "move_data_table.hpp"
 #include "vector_units.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace gpu {
 
 /// Everything a move_data kernel needs besides the table.
@@ -230,4 +230,4 @@ void launch_move_data_with_device_table(NativeStream stream, const MoveDataArgum
 }
 
 }  // namespace gpu
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -14,7 +14,7 @@
 
 #include "../move_plan.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace gpu {
 
 struct MoveTableEntry {
@@ -52,4 +52,4 @@ inline uint64_t write_move_table(const MovePlan& plan, size_t width, MoveTableEn
 }
 
 }  // namespace gpu
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

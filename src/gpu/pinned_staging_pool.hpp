@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace gpu {
 
 template <class Runtime> class PinnedStagingPool {
@@ -168,4 +168,4 @@ private:
 };
 
 }  // namespace gpu
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

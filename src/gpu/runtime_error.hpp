@@ -21,7 +21,7 @@
 
 #include "../error.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace gpu {
 
 /// "cudaErrorInvalidValue: invalid argument". ROCm 5 describes an error by
@@ -94,4 +94,4 @@ template <class Errors> void check_launch(const char* operation) {
 }
 
 }  // namespace gpu
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

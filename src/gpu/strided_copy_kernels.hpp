@@ -25,7 +25,7 @@
 #include "strided_copy_plan.hpp"
 #include "vector_units.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace gpu {
 
 /// Queues the copy described by `plan` (kind transpose or general) from
@@ -231,4 +231,4 @@ void launch_strided_copy(NativeStream stream, const StridedCopyPlan& plan, const
 }
 
 }  // namespace gpu
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

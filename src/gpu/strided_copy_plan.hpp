@@ -27,7 +27,7 @@
 #include "../error.hpp"
 #include "vector_units.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace gpu {
 
 /// Most axes a view may keep after merging (they travel by value).
@@ -175,4 +175,4 @@ inline StridedCopyPlan plan_strided_copy(const StridedView& source, const void* 
 }
 
 }  // namespace gpu
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -11,7 +11,7 @@
 
 #include "kernel_language.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace gpu {
 
 /// Widest unit any kernel uses.
@@ -59,4 +59,4 @@ template <class Function> void with_unit_width(size_t width, Function&& function
 }
 
 }  // namespace gpu
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

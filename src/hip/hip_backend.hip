@@ -6,7 +6,7 @@
 #include "../gpu/gpu_backend.hpp"
 #include "hip_runtime.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 
 const Backend& hip_backend() {
     // Never destroyed, like the CUDA backend: the pools it owns must not
@@ -15,4 +15,4 @@ const Backend& hip_backend() {
     return *backend;
 }
 
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -10,14 +10,14 @@
 
 /// Throws unless `call` returns hipSuccess.
 #define MTSARRAY_HIP_CHECK(call) \
-    ::mtsarray::gpu::check<::mtsarray::hip::HipErrors>((call), #call, __FILE__, __LINE__)
+    ::mtsarray::detail::gpu::check<::mtsarray::detail::hip::HipErrors>((call), #call, __FILE__, __LINE__)
 
 /// Reports on stderr unless `call` returns hipSuccess; evaluates to whether
 /// it did. Never throws.
 #define MTSARRAY_HIP_CHECK_NOTHROW(call) \
-    ::mtsarray::gpu::check_nothrow<::mtsarray::hip::HipErrors>((call), #call, __FILE__, __LINE__)
+    ::mtsarray::detail::gpu::check_nothrow<::mtsarray::detail::hip::HipErrors>((call), #call, __FILE__, __LINE__)
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace hip {
 
 struct HipErrors {
@@ -37,4 +37,4 @@ struct HipErrors {
 inline std::string error_text(hipError_t status) { return gpu::error_text<HipErrors>(status); }
 
 }  // namespace hip
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

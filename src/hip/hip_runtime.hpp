@@ -21,7 +21,7 @@
 #include "../stream.hpp"
 #include "hip_error.hpp"
 
-namespace mtsarray {
+namespace mtsarray::detail {
 namespace hip {
 
 struct HipRuntime {
@@ -182,4 +182,4 @@ struct HipRuntime {
 };
 
 }  // namespace hip
-}  // namespace mtsarray
+}  // namespace mtsarray::detail

@@ -1,7 +1,7 @@
-#ifndef MTSARRAY_FAULT_INJECTION_API_H
-#define MTSARRAY_FAULT_INJECTION_API_H
+#ifndef MTSARRAY_TEST_HOOKS_API_H
+#define MTSARRAY_TEST_HOOKS_API_H
 /*
- * Test-only API of a library built with -DMTSARRAY_FAULT_INJECTION=ON
+ * Test-only API of a library built with -DMTSARRAY_TEST_HOOKS=ON
  * (src/fault_injection.hpp). Not installed, not part of mtsarray.h, and
  * these symbols do not exist in a normal build.
  */
@@ -23,8 +23,14 @@ int64_t mtsarray_test_fail_after(int64_t k);
 /** Total number of faults injected since the program started. */
 int64_t mtsarray_test_faults_injected(void);
 
+/**
+ * Number of mtsarray arrays alive in the process (made and not yet
+ * destroyed). Leak checks compare it before and after a test.
+ */
+int64_t mtsarray_test_live_arrays(void);
+
 #ifdef __cplusplus
 }
 #endif
 
-#endif /* MTSARRAY_FAULT_INJECTION_API_H */
+#endif /* MTSARRAY_TEST_HOOKS_API_H */
