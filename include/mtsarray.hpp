@@ -2,7 +2,8 @@
 #define MTSARRAY_HPP
 // Header-only C++ layer over mtsarray.h: `mtsarray::Array` owns one mtsarray
 // array (move-only, destroyed with it) and throws `mtsarray::Error` where the
-// C API returns an error. Hand an array to metatensor with
+// C API returns an error, and from every member of an empty (moved-from)
+// Array. Hand an array to metatensor with
 // `std::move(array).into_metatensor()` (a metatensor::MtsArray, accepted by
 // metatensor::TensorBlock and Labels) or `std::move(array).release()`.
 
@@ -116,52 +117,61 @@ public:
     /// Deep copy onto `device` (the `copy` callback).
     Array copy(DLDevice device) const {
         mts_array_t array = {};
-        details::check(array_.copy(array_.ptr, device, &array));
+        const auto& self = checked();
+        details::check(self.copy(self.ptr, device, &array));
         return Array(array, Adopt{});
     }
 
     DLDevice device() const {
         DLDevice device = {};
-        details::check(array_.device(array_.ptr, &device));
+        const auto& self = checked();
+        details::check(self.device(self.ptr, &device));
         return device;
     }
 
     DLDataType dtype() const {
         DLDataType dtype = {};
-        details::check(array_.dtype(array_.ptr, &dtype));
+        const auto& self = checked();
+        details::check(self.dtype(self.ptr, &dtype));
         return dtype;
     }
 
     std::vector<uintptr_t> shape() const {
         const uintptr_t* shape = nullptr;
         uintptr_t count = 0;
-        details::check(array_.shape(array_.ptr, &shape, &count));
+        const auto& self = checked();
+        details::check(self.shape(self.ptr, &shape, &count));
         return std::vector<uintptr_t>(shape, shape + count);
     }
 
     /// Pointer to the first element, on the array's device.
     void* data() const {
         void* data = nullptr;
-        details::check(mtsarray_data(&array_, &data));
+        details::check(mtsarray_data(&checked(), &data));
         return data;
     }
 
     /// The work stream's DLPack number (-1 on CPU).
     int64_t stream() const {
         int64_t stream = 0;
-        details::check(mtsarray_get_stream(&array_, &stream));
+        details::check(mtsarray_get_stream(&checked(), &stream));
         return stream;
     }
 
     /// Queue later work on `stream` (a DLPack stream number), after the work
     /// already queued.
-    void set_stream(int64_t stream) { details::check(mtsarray_set_stream(&array_, stream)); }
+    void set_stream(int64_t stream) { details::check(mtsarray_set_stream(&checked(), stream)); }
 
     /// Wait for all work queued on the array.
-    void synchronize() const { details::check(mtsarray_synchronize(&array_)); }
+    void synchronize() const { details::check(mtsarray_synchronize(&checked())); }
 
-    /// The underlying mts_array_t, still owned by this Array.
+    /// The underlying mts_array_t, still owned by this Array (all zero for
+    /// an empty Array).
     const mts_array_t& get() const noexcept { return array_; }
+
+    /// False once the array was moved from or released: every other member
+    /// then throws Error.
+    bool has_value() const noexcept { return array_.ptr != nullptr; }
 
     /// Gives up ownership: the caller (or metatensor) must destroy it.
     mts_array_t release() && noexcept {
@@ -171,11 +181,21 @@ public:
     }
 
     /// Hands the array to metatensor's C++ API.
-    metatensor::MtsArray into_metatensor() && { return metatensor::MtsArray(std::move(*this).release()); }
+    metatensor::MtsArray into_metatensor() && {
+        (void)checked();
+        return metatensor::MtsArray(std::move(*this).release());
+    }
 
 private:
     struct Adopt {};
     Array(mts_array_t array, Adopt) noexcept : array_(array) {}
+
+    const mts_array_t& checked() const {
+        if (array_.ptr == nullptr) {
+            throw Error("mtsarray::Array: this Array is empty (moved from or released)");
+        }
+        return array_;
+    }
 
     void reset() noexcept {
         if (array_.destroy != nullptr) {

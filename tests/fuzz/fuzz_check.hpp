@@ -17,3 +17,25 @@
             std::abort();                                                                     \
         }                                                                                     \
     } while (false)
+
+#if defined(MTSARRAY_TEST_HOOKS) && MTSARRAY_TEST_HOOKS
+#include <cstdint>
+
+#include "test_hooks_api.h"
+
+/// Declared first in a fuzz iteration, so that it is destroyed last: the
+/// iteration must leave as many live arrays as it found (no leak on any
+/// error path, no double destroy).
+class LiveArraysUnchanged {
+public:
+    LiveArraysUnchanged() : before_(mtsarray_test_live_arrays()) {}
+    ~LiveArraysUnchanged() { FUZZ_CHECK(mtsarray_test_live_arrays() == before_); }
+    LiveArraysUnchanged(const LiveArraysUnchanged&) = delete;
+    LiveArraysUnchanged& operator=(const LiveArraysUnchanged&) = delete;
+
+private:
+    int64_t before_;
+};
+#else
+class LiveArraysUnchanged {};
+#endif

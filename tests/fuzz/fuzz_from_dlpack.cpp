@@ -123,6 +123,7 @@ size_t element_count(const std::vector<int64_t>& shape, bool& overflow) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
+    const LiveArraysUnchanged leak_check;
     FuzzedDataProvider data(bytes, size);
     Producer producer;
     auto& tensor = producer.managed;

@@ -135,6 +135,7 @@ std::vector<uintptr_t> make_shape(FuzzedDataProvider& data, const std::vector<ui
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
+    const LiveArraysUnchanged leak_check;
     FuzzedDataProvider data(bytes, size);
     const size_t element_sizes[] = {1, 2, 4, 8, 16};
     const size_t element_size = element_sizes[data.ConsumeIntegralInRange<int>(0, 4)];
