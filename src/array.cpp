@@ -12,6 +12,13 @@
 namespace mtsarray::detail {
 
 size_t checked_element_count(const std::vector<uintptr_t>& shape, size_t element_size) {
+    // DLPack describes every dimension as an int64_t: a larger one could not
+    // be exported, not even in an empty array
+    for (size_t axis = 0; axis < shape.size(); axis++) {
+        MTSARRAY_EXPECTS(shape[axis] <= static_cast<uintptr_t>(std::numeric_limits<int64_t>::max()),
+                         "shape " + describe_shape(shape) + " is invalid: dimension " + std::to_string(axis) +
+                             " is larger than INT64_MAX, the largest a DLPack tensor can describe");
+    }
     // an empty array never overflows, whatever its other dimensions; this
     // must be decided first: a product that wrapped around to 0 is not empty
     for (auto dimension : shape) {

@@ -97,8 +97,10 @@ private:
     mutable std::atomic<bool> has_host_mirror_{false};
 };
 
-/// Number of elements in `shape`; throws Error when the byte size of such an
-/// array of `element_size` would overflow.
+/// Number of elements in `shape`; throws Error when a dimension does not fit
+/// in int64_t (DLPack's type) or the byte size of such an array of
+/// `element_size` would overflow. Every shape that enters mtsarray goes
+/// through here.
 size_t checked_element_count(const std::vector<uintptr_t>& shape, size_t element_size);
 
 /// "[3, 4]" / "[]" for messages.

@@ -69,14 +69,20 @@ std::unique_ptr<Array> create_like(const Array& prototype, std::vector<uintptr_t
     MTSARRAY_EXPECTS(same_dtype(scalar.dtype, prototype.dtype()),
                      "fill_value has dtype " + dtype_name(scalar.dtype) + ", expected " +
                          dtype_name(prototype.dtype()));
+    MTSARRAY_EXPECTS(scalar.ndim >= 0, "fill_value's DLPack tensor has ndim = " + std::to_string(scalar.ndim));
     MTSARRAY_EXPECTS(scalar.ndim == 0 || scalar.shape != nullptr,
                      "fill_value's DLPack tensor has a NULL shape with ndim = " + std::to_string(scalar.ndim));
-    int64_t count = 1;
+    // a single scalar: every dimension is 1 (checked one by one: a product
+    // of hostile dimensions could overflow, or two -1 multiply to 1)
     for (int32_t axis = 0; axis < scalar.ndim; axis++) {
-        count *= scalar.shape[axis];
+        if (scalar.shape[axis] != 1) {
+            std::string shape;
+            for (int32_t i = 0; i < scalar.ndim; i++) {
+                shape += (i == 0 ? "" : ", ") + std::to_string(scalar.shape[i]);
+            }
+            throw Error("fill_value must hold a single scalar, its DLPack shape is [" + shape + "]");
+        }
     }
-    MTSARRAY_EXPECTS(scalar.ndim >= 0 && count == 1,
-                     "fill_value must hold a single scalar, it has " + std::to_string(count) + " elements");
     MTSARRAY_EXPECTS(scalar.data != nullptr, "fill_value's DLPack data pointer is NULL");
 
     const auto* value = static_cast<const unsigned char*>(scalar.data) + scalar.byte_offset;

@@ -340,12 +340,12 @@ TEST_P(Contract, CreateDestroysTheFillValueOnceOnErrors) {
          [](DLDataType dtype, DLDataType, const std::vector<uint8_t>& value, int* counter) {
              return ForeignArray::make(dtype, {2}, repeat(value, 2), counter);
          },
-         shape, 1, "fill_value must hold a single scalar, it has 2 elements"},
+         shape, 1, "fill_value must hold a single scalar, its DLPack shape is [2]"},
         {"no element",
          [](DLDataType dtype, DLDataType, const std::vector<uint8_t>&, int* counter) {
              return ForeignArray::make(dtype, {0}, {}, counter);
          },
-         shape, 1, "fill_value must hold a single scalar, it has 0 elements"},
+         shape, 1, "fill_value must hold a single scalar, its DLPack shape is [0]"},
         {"as_dlpack fails",
          [](DLDataType dtype, DLDataType, const std::vector<uint8_t>& value, int* counter) {
              return ForeignArray::make(dtype, {}, value, counter, /*fail_as_dlpack=*/true);
@@ -521,7 +521,7 @@ TEST_P(CreateWithSimpleDataArray, ErrorsDestroyTheFillValueOnce) {
 
     ASSERT_EQ(raw.create(raw.ptr, shape, 1, counted_simple_scalar<double>(1.0, {3}), &created), MTS_CALLBACK_ERROR);
     EXPECT_EQ(simple_destroyed, 2);
-    EXPECT_NE(last_error().find("fill_value must hold a single scalar, it has 3 elements"), std::string::npos)
+    EXPECT_NE(last_error().find("fill_value must hold a single scalar, its DLPack shape is [3]"), std::string::npos)
         << last_error();
     EXPECT_EQ(created.ptr, nullptr);
 }

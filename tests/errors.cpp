@@ -225,7 +225,7 @@ TEST(CApiErrors, Probes) {
 TEST(Sizes, ShapesWhoseByteSizeOverflowsAreRejected) {
     constexpr uintptr_t big = uintptr_t(1) << 62;
     const std::vector<std::vector<uintptr_t>> shapes = {
-        {std::numeric_limits<uintptr_t>::max(), 2},
+        {big, 3},                                   // 3 * 2^62 elements fit, their bytes do not
         {big, 8},                                   // 2^65 elements: wraps to exactly 0
         {uintptr_t(1) << 32, uintptr_t(1) << 32},   // 2^64 elements: wraps to exactly 0
         {uintptr_t(1) << 61, 4},                    // 2^63 elements fit, 2^66 bytes do not
@@ -243,6 +243,65 @@ TEST(Sizes, ShapesWhoseByteSizeOverflowsAreRejected) {
     // a zero anywhere makes the array empty, whatever the other dimensions
     auto empty = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), {big, 0, big});
     EXPECT_TRUE(read_bytes(empty).empty());
+}
+
+TEST(Sizes, DimensionsAboveInt64MaxAreRejectedWhereverAShapeEnters) {
+    // DLPack's dimensions are int64_t: an array that could not be exported
+    // must not exist, even an empty one
+    const uintptr_t above = uintptr_t(1) << 63;
+    const uintptr_t max = std::numeric_limits<uintptr_t>::max();
+    const std::vector<std::vector<uintptr_t>> shapes = {{0, above}, {0, max, max}, {above}};
+    const std::string why = "is larger than INT64_MAX";
+    const double one = 1.0;
+    auto prototype = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), {0, 3});
+    auto& raw = const_cast<mts_array_t&>(prototype.get());
+    for (const auto& shape : shapes) {
+        SCOPED_TRACE(::testing::Message() << "shape of " << shape.size() << " axes, last " << shape.back());
+        mts_array_t array = {};
+        EXPECT_TRUE(has_error(mtsarray_zeros(DLDevice{kDLCPU, 0}, float64(), shape.data(), shape.size(), &array),
+                              {"mtsarray_zeros", why}));
+        EXPECT_TRUE(has_error(mtsarray_full(DLDevice{kDLCPU, 0}, float64(), shape.data(), shape.size(), &one, &array),
+                              {"mtsarray_full", why}));
+        EXPECT_TRUE(has_error(mtsarray_wrap(nullptr, DLDevice{kDLCPU, 0}, float64(), shape.data(), shape.size(),
+                                            nullptr, nullptr, &array),
+                              {"mtsarray_wrap", why}));
+        int destroyed = 0;
+        auto fill = ForeignArray::make(float64(), {}, to_bytes(std::vector<double>{1.0}), &destroyed);
+        EXPECT_TRUE(has_error(raw.create(raw.ptr, shape.data(), shape.size(), fill, &array), {"create", why}));
+        EXPECT_EQ(destroyed, 1);
+        EXPECT_TRUE(has_error(raw.reshape(raw.ptr, shape.data(), shape.size()), {"reshape", why}));
+        EXPECT_EQ(array.ptr, nullptr);
+    }
+    EXPECT_EQ(prototype.shape(), (std::vector<uintptr_t>{0, 3}));
+}
+
+TEST(Sizes, CreateNeedsAFillValueOfExactlyOneElement) {
+    auto prototype = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), {2, 2});
+    auto& raw = const_cast<mts_array_t&>(prototype.get());
+    const uintptr_t shape[] = {3};
+    const auto value = to_bytes(std::vector<double>{2.5});
+    // accepted: 0-d, and any number of axes of size 1
+    for (const auto& fill_shape : std::vector<std::vector<int64_t>>{{}, {1}, {1, 1, 1}}) {
+        int destroyed = 0;
+        mts_array_t array = {};
+        ASSERT_EQ(raw.create(raw.ptr, shape, 1, ForeignArray::make(float64(), fill_shape, value, &destroyed), &array),
+                  MTS_SUCCESS)
+            << last_error();
+        EXPECT_EQ(from_bytes<double>(read_bytes(array)), std::vector<double>(3, 2.5));
+        EXPECT_EQ(destroyed, 1);
+        array.destroy(array.ptr);
+    }
+    // refused, including shapes whose product is 1 by overflow or by sign
+    for (const auto& fill_shape : std::vector<std::vector<int64_t>>{
+             {-1, -1}, {7, 7905747460161236407}, {0}, {2}, {1, 0}, {std::numeric_limits<int64_t>::min(), -1}}) {
+        int destroyed = 0;
+        mts_array_t array = {};
+        EXPECT_TRUE(has_error(
+            raw.create(raw.ptr, shape, 1, ForeignArray::make(float64(), fill_shape, value, &destroyed), &array),
+            {"create", "fill_value must hold a single scalar"}));
+        EXPECT_EQ(destroyed, 1);
+        EXPECT_EQ(array.ptr, nullptr);
+    }
 }
 
 TEST(Sizes, ReshapeCanNotMakeAnEmptyArrayHuge) {
