@@ -18,8 +18,41 @@
  * (CUDA: 1 legacy default, 2 per-thread default, >2 a cudaStream_t; ROCm: 0
  * default, >2 a hipStream_t; CPU arrays have no stream and report -1). Work
  * on an array (fill, copy, move_data, swap_axes, free) is queued on its work
- * stream and the call returns without waiting for the device. Use
- * `mtsarray_synchronize` or `as_dlpack` to see the results.
+ * stream and the call returns without waiting for the device: no operation
+ * on device memory blocks the host. Only a host consumer waits, and only for
+ * the work it reads: `mtsarray_synchronize`, `as_dlpack` or `copy` to host
+ * memory. The one exception is a copy between a CUDA and a ROCm device in
+ * one process, which goes through the host. When two arrays on different
+ * streams meet (move_data, copy), the writing stream first waits for the
+ * other's queued work with an event (on the device, not the host).
+ *
+ * Lifetimes across streams: memory is freed (or, for memory you wrapped or
+ * imported, handed back to its owner) only after every use queued on it by
+ * mtsarray, on any stream. A read of array A on another stream (A as the
+ * input of a move_data into an array on stream B, a copy onto stream B)
+ * records an event on B, and A's free waits for it; the same holds for a
+ * DLPack export read on the consumer's stream: the consumer calls the
+ * export's deleter after queuing its last use on the stream it passed to
+ * `as_dlpack`, and the free is ordered after that use. An export taken with
+ * stream -1 is not ordered: its consumer must be done with the data (on the
+ * device) before calling the deleter. Copies exported to another device are
+ * allocated and freed on the consumer's stream. The deleters of wrapped
+ * memory and of imported DLPack tensors may therefore run later than the
+ * destroy call, on another thread (an mtsarray thread), once the device is
+ * done with the memory.
+ *
+ * Two movements of one move_data call that write the same output element:
+ * on a GPU one of them wins (which one is unspecified); on the CPU the last
+ * one in the list wins.
+ *
+ * CUDA graphs: move_data on a stream that is capturing a graph is captured
+ * (its movement table travels inside the graph's kernel nodes, so every
+ * replay reads the right one; the input and output arrays must outlive the
+ * graph's launches, and both arrays' streams must be the capturing stream or
+ * streams in the same capture). Operations that allocate a new array (create,
+ * zeros/full, copy, swap_axes, from_dlpack of a strided tensor, an export to
+ * another device, tensormap_to) fail with a clear error while the stream is
+ * capturing: make those arrays before capturing.
  *
  * Thread safety: every function may be called from any thread; an array
  * that is being modified (reshape, swap_axes, move_data output, set_stream)
@@ -27,6 +60,7 @@
  */
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <metatensor.h>
@@ -152,6 +186,44 @@ MTSARRAY_EXPORT const char* mtsarray_backend_unavailable_reason(DLDeviceType dev
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_tensormap_to(const mts_tensormap_t* tensor, DLDevice device,
                                                    int64_t stream, mts_tensormap_t** result);
+
+/**
+ * Where mtsarray gets device memory from. `allocate(context, device, stream,
+ * bytes)` returns `bytes` bytes on `device` usable by work queued on `stream`
+ * (a DLPack stream number) from now on, or NULL when it can not; it is never
+ * asked for zero bytes. `deallocate(context, device, stream, data, bytes)`
+ * gives memory back in stream order (after the work queued on `stream`), and
+ * must not fail. Both may be called from any thread, at any time until the
+ * last array they made is gone (the allocator must outlive them).
+ */
+typedef struct mtsarray_allocator_t {
+    void* context;
+    void* (*allocate)(void* context, DLDevice device, int64_t stream, size_t bytes);
+    void (*deallocate)(void* context, DLDevice device, int64_t stream, void* data, size_t bytes);
+} mtsarray_allocator_t;
+
+/**
+ * Use `allocator` (copied) for every later allocation of `device_type`
+ * memory (kDLCUDA or kDLROCM), or mtsarray's own again when it is NULL.
+ * Memory is always freed by the allocator that made it. By default mtsarray
+ * allocates stream-ordered from a memory pool of its own per device, which
+ * keeps freed memory for reuse instead of giving it back at every
+ * synchronisation (see `mtsarray_release_cached_memory`); a program that
+ * already has a caching allocator (PyTorch, RMM, ...) can route mtsarray
+ * through it with this. Errors: another device type, NULL functions, the
+ * backend not compiled in.
+ */
+MTSARRAY_EXPORT mts_status_t mtsarray_set_allocator(DLDeviceType device_type,
+                                                    const mtsarray_allocator_t* allocator);
+
+/**
+ * Give the memory that mtsarray's own pool keeps for reuse on `device` back
+ * to the device (for another library that needs it). Memory still in use, or
+ * whose free is still queued on a stream, stays. No-op for the CPU and for
+ * a device type whose backend has no device; errors for a backend not
+ * compiled in.
+ */
+MTSARRAY_EXPORT mts_status_t mtsarray_release_cached_memory(DLDevice device);
 
 /** The version of this library, "MAJOR.MINOR.PATCH". */
 MTSARRAY_EXPORT const char* mtsarray_version(void);

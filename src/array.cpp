@@ -11,57 +11,12 @@
 
 namespace mtsarray::detail {
 
-size_t checked_element_count(const std::vector<uintptr_t>& shape, size_t element_size) {
-    // DLPack describes every dimension as an int64_t: a larger one could not
-    // be exported, not even in an empty array
-    for (size_t axis = 0; axis < shape.size(); axis++) {
-        MTSARRAY_EXPECTS(shape[axis] <= static_cast<uintptr_t>(std::numeric_limits<int64_t>::max()),
-                         "shape " + describe_shape(shape) + " is invalid: dimension " + std::to_string(axis) +
-                             " is larger than INT64_MAX, the largest a DLPack tensor can describe");
-    }
-    // an empty array never overflows, whatever its other dimensions; this
-    // must be decided first: a product that wrapped around to 0 is not empty
-    for (auto dimension : shape) {
-        if (dimension == 0) {
-            return 0;
-        }
-    }
-    size_t count = 1;
-    bool overflow = false;
-    for (auto dimension : shape) {
-        if (count > std::numeric_limits<size_t>::max() / dimension) {
-            overflow = true;
-        }
-        count *= dimension;
-    }
-    MTSARRAY_EXPECTS(!overflow && count <= std::numeric_limits<size_t>::max() / element_size,
-                     "shape " + describe_shape(shape) + " is too large: its size in bytes overflows");
-    return count;
-}
-
-namespace {
-// For shapes that already passed checked_element_count.
-size_t element_count(const std::vector<uintptr_t>& shape) noexcept {
-    size_t count = 1;
-    for (auto dimension : shape) {
-        count *= dimension;
-    }
-    return count;
-}
-}  // namespace
-
-std::string describe_shape(const std::vector<uintptr_t>& shape) {
-    std::string text = "[";
-    for (size_t i = 0; i < shape.size(); i++) {
-        text += (i == 0 ? "" : ", ") + std::to_string(shape[i]);
-    }
-    return text + "]";
-}
-
 std::unique_ptr<Array> Array::allocate(DLDataType dtype, std::vector<uintptr_t> shape,
                                        const Stream& stream) {
     check_dtype(dtype);
     const size_t bytes = checked_element_count(shape, element_size(dtype)) * element_size(dtype);
+    // an array outlives the call, which a graph capture could not replay
+    detail::memory_backend(stream.device().device_type).check_not_capturing(stream, "allocating a new array");
     auto buffer = Buffer::allocate(stream, bytes);
     return std::make_unique<Array>(std::move(buffer), dtype, std::move(shape), stream);
 }
@@ -130,12 +85,6 @@ const Backend& Array::compute_backend() const {
     return detail::compute_backend(device().device_type);
 }
 
-void Array::prepare_host_access() const {
-    // host-accessible memory has no work stream of its own (Stream::default_for)
-    // unless a GPU stream was given to it; then its queued work must finish
-    finish_host_pending(stream_);
-}
-
 namespace {
 // Labels are a few integers per sample: mirror them, not bulk data.
 constexpr size_t max_host_mirror_bytes = size_t(16) << 20;
@@ -144,7 +93,16 @@ constexpr size_t max_host_mirror_bytes = size_t(16) << 20;
 bool Array::wants_host_mirror() const noexcept {
     return dtype_.code == kDLInt && dtype_.bits == 32 && dtype_.lanes == 1 && shape_.size() == 2 &&
            !is_host_accessible(device().device_type) && !buffer_->is_external() &&
-           nbytes() <= max_host_mirror_bytes;
+           !buffer_->writable_pointer_escaped() && nbytes() <= max_host_mirror_bytes;
+}
+
+void Array::hand_out_writable_pointer() const noexcept {
+    buffer_->mark_writable_pointer_escaped();
+    // always under the lock: a set_host_mirror running now either stored its
+    // mirror before (dropped here) or sees the mark after (and stores none)
+    std::lock_guard<std::mutex> lock(mirror_mutex_);
+    host_mirror_.reset();
+    has_host_mirror_.store(false, std::memory_order_release);
 }
 
 std::shared_ptr<const Buffer> Array::host_mirror() const {
@@ -158,8 +116,11 @@ std::shared_ptr<const Buffer> Array::host_mirror() const {
 void Array::set_host_mirror(std::shared_ptr<const Buffer> mirror) const {
     if (wants_host_mirror() && mirror != nullptr && mirror->bytes() == nbytes()) {
         std::lock_guard<std::mutex> lock(mirror_mutex_);
-        host_mirror_ = std::move(mirror);
-        has_host_mirror_.store(true, std::memory_order_release);
+        // checked again under the lock: a pointer handed out meanwhile wins
+        if (!buffer_->writable_pointer_escaped()) {
+            host_mirror_ = std::move(mirror);
+            has_host_mirror_.store(true, std::memory_order_release);
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 
 #include "backend.hpp"
 #include "buffer.hpp"
+#include "shape.hpp"
 #include "stream.hpp"
 
 namespace mtsarray::detail {
@@ -61,10 +62,6 @@ public:
     const Backend& memory_backend() const;
     const Backend& compute_backend() const;
 
-    /// For host-accessible GPU memory, waits for the work stream so that the
-    /// CPU implementation can touch the data. No-op for plain CPU memory.
-    void prepare_host_access() const;
-
     /// "float64 array of shape [3, 4] on cuda:0", for messages.
     std::string describe() const;
 
@@ -72,11 +69,20 @@ public:
     // libmetatensor reads Labels values back on the CPU (as_dlpack(cpu)) to
     // check and look them up. Small int32 2-D arrays on a GPU keep an
     // immutable host copy of their bytes, so that these reads cost a memcpy,
-    // not a device-to-host transfer and a stream synchronisation. The mirror
-    // is dropped by every operation that can change the device data.
+    // not a device-to-host transfer and a stream synchronisation.
+    //
+    // When the mirror can be trusted: only while every write to the device
+    // data goes through mtsarray, which drops the mirror first. So never for
+    // memory someone else owns (wrapped, imported zero-copy), and never again
+    // once a writable pointer to the buffer has left mtsarray
+    // (mtsarray_data, a same-device as_dlpack export, which a zero-copy
+    // re-import may then write through): mark_writable_pointer_escaped().
 
     /// Whether this array keeps a host mirror when one is at hand.
     bool wants_host_mirror() const noexcept;
+    /// A pointer through which the data can be written is handed out: drops
+    /// the mirror, and no mirror is kept for this buffer from now on.
+    void hand_out_writable_pointer() const noexcept;
     /// The mirror (host memory, the array's bytes), or nullptr.
     std::shared_ptr<const Buffer> host_mirror() const;
     /// Records `mirror` (ignored unless wants_host_mirror()).
@@ -96,14 +102,5 @@ private:
     // lets the hot paths skip the mutex when there is no mirror to drop
     mutable std::atomic<bool> has_host_mirror_{false};
 };
-
-/// Number of elements in `shape`; throws Error when a dimension does not fit
-/// in int64_t (DLPack's type) or the byte size of such an array of
-/// `element_size` would overflow. Every shape that enters mtsarray goes
-/// through here.
-size_t checked_element_count(const std::vector<uintptr_t>& shape, size_t element_size);
-
-/// "[3, 4]" / "[]" for messages.
-std::string describe_shape(const std::vector<uintptr_t>& shape);
 
 }  // namespace mtsarray::detail

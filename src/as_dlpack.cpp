@@ -1,3 +1,5 @@
+#include <cstdio>
+#include <exception>
 #include <memory>
 #include <new>
 #include <string>
@@ -18,11 +20,30 @@ namespace {
 struct Export {
     DLManagedTensorVersioned managed;
     std::shared_ptr<Buffer> buffer;
+    // The consumer's stream, when it reads the data on a device stream other
+    // than the buffer's own: the DLPack convention is that the consumer calls
+    // the deleter after queuing its last use there, so a marker recorded on
+    // it at that moment orders the eventual free after those reads.
+    std::unique_ptr<Stream> reader;
 
     int64_t* dimensions() noexcept { return reinterpret_cast<int64_t*>(this + 1); }
 
     static void deleter(DLManagedTensorVersioned* self) noexcept {
         auto* holder = static_cast<Export*>(self->manager_ctx);
+        if (holder->reader != nullptr) {
+            try {
+                holder->buffer->record_use(*holder->reader);
+            } catch (const std::exception& error) {
+                // a deleter can not fail: the free falls back to waiting
+                // for the device (Buffer's destructor), said on stderr
+                std::fprintf(stderr, "mtsarray: DLPack deleter could not order the free after the consumer's "
+                                     "stream: %s\n", error.what());
+                try {
+                    memory_backend(holder->reader->device().device_type).synchronize(*holder->reader);
+                } catch (...) {
+                }
+            }
+        }
         holder->~Export();
         ::operator delete(holder);
     }
@@ -30,12 +51,15 @@ struct Export {
 static_assert(alignof(Export) >= alignof(int64_t), "shape and strides follow Export in memory");
 
 DLManagedTensorVersioned* make_export(std::shared_ptr<Buffer> buffer, DLDataType dtype,
-                                      const std::vector<uintptr_t>& shape, uint64_t flags) {
+                                      const std::vector<uintptr_t>& shape, uint64_t flags,
+                                      const Stream* reader = nullptr) {
     const size_t ndim = shape.size();
     fault_injection::check("allocate");
+    auto reader_copy = reader != nullptr ? std::make_unique<Stream>(*reader) : nullptr;
     void* memory = ::operator new(sizeof(Export) + 2 * ndim * sizeof(int64_t));
     auto* holder = new (memory) Export{};
     holder->buffer = std::move(buffer);
+    holder->reader = std::move(reader_copy);
 
     int64_t* dimensions = holder->dimensions();
     int64_t* strides = dimensions + ndim;
@@ -74,20 +98,23 @@ DLManagedTensorVersioned* as_dlpack(const Array& array, DLDevice device, const i
                                               : Stream::parse(device, *stream, /*allow_none=*/true);
 
     if (same_device(device, array.device())) {
-        if (!consumer.is_none() && !array.stream().is_none()) {
+        // zero-copy: the consumer's stream waits for the array's work (an
+        // event, the host does not block); -1 asks for no ordering at all
+        const bool reads_on_another_stream = !consumer.is_none() && consumer != array.stream();
+        if (reads_on_another_stream) {
             array.memory_backend().wait(consumer, array.stream());
-        } else if (consumer.is_none() && stream == nullptr) {
-            // a host consumer of host-accessible GPU memory reads it now
-            array.prepare_host_access();
         }
         // the export is writable: the device data may change behind our back
-        array.invalidate_host_mirror();
-        return make_export(array.buffer(), array.dtype(), array.shape(), 0);
+        array.hand_out_writable_pointer();
+        return make_export(array.buffer(), array.dtype(), array.shape(), 0,
+                           reads_on_another_stream ? &consumer : nullptr);
     }
 
     // another device: a copy, queued on the consumer's stream (or the
-    // device's default stream when the consumer wants no synchronisation)
+    // device's default stream when the consumer wants no synchronisation),
+    // and freed there, after the consumer's reads
     const Stream destination = consumer.is_none() ? Stream::default_for(device) : consumer;
+    memory_backend(device.device_type).check_not_capturing(destination, "a DLPack export to another device");
     auto buffer = Buffer::allocate(destination, array.nbytes());
     const auto mirror = array.host_mirror();
     const bool to_host = is_host_accessible(device.device_type);

@@ -76,12 +76,6 @@ void check_device_usable(DLDevice device) {
     memory_backend(device.device_type).check_device(device);
 }
 
-void finish_host_pending(const Stream& stream) {
-    if (!stream.is_none() && stream.device().device_type != kDLCPU) {
-        memory_backend(stream.device().device_type).synchronize(stream);
-    }
-}
-
 std::string unavailable_reason(DLDeviceType type) {
     const auto* backend = compiled_backend(family_of(type));
     if (backend == nullptr) {

@@ -23,11 +23,6 @@ const Backend& compute_backend(DLDeviceType type);
 /// (backend compiled in, driver present, device id in range).
 void check_device_usable(DLDevice device);
 
-/// Host-accessible memory with a GPU stream attached must see that stream's
-/// work finished before the host touches it; no-op for CPU memory and for
-/// memory without a stream.
-void finish_host_pending(const Stream& stream);
-
 /// "" when `type` can be used, otherwise why not.
 std::string unavailable_reason(DLDeviceType type);
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "allocator.hpp"
 #include "array_registry.hpp"
 #include "backend_registry.hpp"
 #include "c_boundary.hpp"
@@ -120,7 +121,7 @@ mts_status_t mtsarray_data(const mts_array_t* array, void** data) {
         check_not_null(data, "data");
         const auto& target = array_of(array);
         // the caller may write through the pointer
-        target.invalidate_host_mirror();
+        target.hand_out_writable_pointer();
         *data = target.data();
     });
 }
@@ -163,6 +164,20 @@ mts_status_t mtsarray_tensormap_to(const mts_tensormap_t* tensor, DLDevice devic
         check_not_null(result, "result");
         check_device_usable(device);
         *result = tensormap_to(tensor, Stream::parse(device, stream));
+    });
+}
+
+mts_status_t mtsarray_set_allocator(DLDeviceType device_type, const mtsarray_allocator_t* allocator) {
+    return guard(context("mtsarray_set_allocator"), [&] { set_user_allocator(device_type, allocator); });
+}
+
+mts_status_t mtsarray_release_cached_memory(DLDevice device) {
+    return guard(context("mtsarray_release_cached_memory"), [&] {
+        const auto& backend = memory_backend(device.device_type);
+        if (backend.available()) {
+            backend.check_device(device);
+            backend.release_cached_memory(device);
+        }
     });
 }
 

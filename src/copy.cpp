@@ -21,19 +21,16 @@ void transfer(void* destination, const Stream& destination_stream, const void* s
     const bool destination_on_host = is_host_accessible(destination_type);
 
     if (source_on_host && destination_on_host) {
-        finish_host_pending(source_stream);
-        finish_host_pending(destination_stream);
         cpu_backend().copy(source_stream, destination, source, bytes);
         return;
     }
     if (source_on_host) {
-        finish_host_pending(source_stream);
         memory_backend(destination_type).copy_from_host(destination_stream, destination, source, bytes);
         return;
     }
     const auto& source_backend = memory_backend(source_type);
     if (destination_on_host) {
-        finish_host_pending(destination_stream);
+        // the host is the consumer: it waits, for this copy only
         source_backend.copy_to_host(source_stream, destination, source, bytes);
         source_backend.synchronize(source_stream);
         return;
@@ -48,7 +45,9 @@ void transfer(void* destination, const Stream& destination_stream, const void* s
         destination_backend.wait(destination_stream, source_stream);
         return;
     }
-    // two different GPU runtimes (CUDA <-> ROCm) only meet through the host
+    // Two different GPU runtimes (CUDA <-> ROCm in one process) only meet
+    // through the host, which has to wait for both copies: the one place a
+    // device-to-device copy blocks, and documented as such.
     std::vector<unsigned char> staging(bytes);
     source_backend.copy_to_host(source_stream, staging.data(), source, bytes);
     source_backend.synchronize(source_stream);
@@ -73,13 +72,11 @@ std::unique_ptr<Array> copy_to_device(const Array& source, DLDevice device, cons
     const auto mirror = source.host_mirror();
 
     if (same) {
-        if (target != source.stream() && !target.is_none() && !source.stream().is_none()) {
-            source.memory_backend().wait(target, source.stream());
-        }
-        source.prepare_host_access();
+        source.memory_backend().wait(target, source.stream());
         source.compute_backend().copy(target, copy->data(), source.data(), source.nbytes());
+        // read on `target`: the source's memory is freed after that
+        source.buffer()->record_use(target);
     } else if (mirror != nullptr && is_host_accessible(device.device_type)) {
-        finish_host_pending(target);
         cpu_backend().copy(target, copy->data(), mirror->data(), source.nbytes());
     } else {
         transfer(copy->data(), target, source.data(), source.stream(), source.nbytes());

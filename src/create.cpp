@@ -42,7 +42,6 @@ std::unique_ptr<Array> make_filled(DLDataType dtype, std::vector<uintptr_t> shap
     std::memcpy(pattern, value, element_size(dtype));
 
     auto array = Array::allocate(dtype, std::move(shape), stream);
-    array->prepare_host_access();
     array->compute_backend().fill(stream, array->data(), array->size(), pattern, element_size(dtype));
     return array;
 }

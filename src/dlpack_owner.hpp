@@ -22,6 +22,12 @@ public:
         return tensor;
     }
 
+    /// Takes ownership of `tensor`, after releasing the one held.
+    void adopt(DLManagedTensorVersioned* tensor) noexcept {
+        reset();
+        tensor_ = tensor;
+    }
+
     /// Calls the deleter now.
     void reset() noexcept {
         if (tensor_ != nullptr && tensor_->deleter != nullptr) {

@@ -95,11 +95,20 @@ std::unique_ptr<Array> from_dlpack(DLManagedTensorVersioned* tensor) {
     std::vector<int64_t> strides = source.strides == nullptr
                                        ? contiguous_strides(shape)
                                        : std::vector<int64_t>(source.strides, source.strides + source.ndim);
-    array->prepare_host_access();
     const StridedView view = {data, std::move(shape), std::move(strides), size};
+    // the producer's memory goes back once the copy has read it: at once on
+    // the host, after the queued copy on a device (the host does not wait)
+    auto pending = std::make_shared<DLPackOwner>(nullptr);  // before anything is queued
     array->compute_backend().strided_copy(array->stream(), array->data(), view);
-    // the producer's memory may go as soon as the copy has read it
-    array->memory_backend().synchronize(array->stream());
+    pending->adopt(owner.release());
+    try {
+        array->memory_backend().release_after(array->stream(), [pending]() noexcept { pending->reset(); });
+    } catch (...) {
+        // could not defer the release: the copy must be done before `pending`
+        // lets the tensor go, on this (rare) error path the host waits
+        array->memory_backend().synchronize(array->stream());
+        throw;
+    }
     return array;
 }
 

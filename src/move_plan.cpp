@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "array.hpp"
+#include "shape.hpp"
 #include "error.hpp"
 
 namespace mtsarray::detail {
@@ -26,17 +26,6 @@ void check_properties(size_t index, const char* field, uintptr_t start, uintptr_
                      movement_error(index, field, start,
                                     "with properties_length = " + std::to_string(length) + " goes past the " +
                                         std::to_string(properties) + " properties of the " + side));
-}
-
-// The common case, written for speed: no call, no string, one branch. The
-// subtraction form keeps start + length from overflowing.
-inline bool in_range(const mts_data_movement_t& movement, uintptr_t samples_in, uintptr_t samples_out,
-                     uintptr_t properties_in, uintptr_t properties_out) noexcept {
-    return (movement.sample_in < samples_in) & (movement.sample_out < samples_out) &
-           (movement.properties_start_in <= properties_in) &
-           (movement.properties_length <= properties_in - movement.properties_start_in) &
-           (movement.properties_start_out <= properties_out) &
-           (movement.properties_length <= properties_out - movement.properties_start_out);
 }
 
 // Names the first bad field of a movement that failed in_range.
@@ -68,66 +57,23 @@ MovePlan::MovePlan(const std::vector<uintptr_t>& output_shape, const std::vector
     MTSARRAY_EXPECTS(movements != nullptr || movements_count == 0,
                      "movements is NULL but movements_count = " + std::to_string(movements_count));
 
-    const uintptr_t samples_in = input_shape.front();
-    const uintptr_t samples_out = output_shape.front();
-    const uintptr_t properties_in = input_shape.back();
-    const uintptr_t properties_out = output_shape.back();
+    samples_in_ = input_shape.front();
+    samples_out_ = output_shape.front();
+    properties_in_ = input_shape.back();
+    properties_out_ = output_shape.back();
     for (size_t axis = 1; axis + 1 < input_shape.size(); axis++) {
         components_ *= input_shape[axis];
     }
+    input_row_stride_ = properties_in_ * element_size;
+    output_row_stride_ = properties_out_ * element_size;
+}
 
-    // everything is validated before the plan (and so any write) exists
-    bool any_data = false;
-    for (size_t i = 0; i < movements_count; i++) {
-        if (!in_range(movements[i], samples_in, samples_out, properties_in, properties_out)) {
-            validate_movement(i, movements[i], samples_in, samples_out, properties_in, properties_out);
+void MovePlan::validate() const {
+    for (size_t i = 0; i < movements_count_; i++) {
+        if (!in_range(movements_[i])) {
+            validate_movement(i, movements_[i], samples_in_, samples_out_, properties_in_, properties_out_);
         }
-        any_data = any_data || movements[i].properties_length != 0;
     }
-    input_row_stride_ = properties_in * element_size;
-    output_row_stride_ = properties_out * element_size;
-    empty_ = !any_data || components_ == 0;
-}
-
-const std::vector<MoveRun>& MovePlan::runs() const {
-    build_table();
-    return runs_;
-}
-
-uint64_t MovePlan::total_bytes() const {
-    build_table();
-    return total_bytes_;
-}
-
-uint64_t MovePlan::total_rows() const {
-    build_table();
-    return total_rows_;
-}
-
-size_t MovePlan::alignment() const {
-    build_table();
-    return alignment_;
-}
-
-void MovePlan::build_table() const {
-    if (table_built_) {
-        return;
-    }
-    uint64_t alignment_bits = 0;
-    for_each_run([&](const MoveRun& run) {
-        runs_.push_back(run);
-        if (run.rows > 1) {
-            alignment_bits |= input_row_stride_ | output_row_stride_;
-        }
-        alignment_bits |= run.input_offset | run.output_offset | run.bytes;
-        total_bytes_ += run.bytes * run.rows;
-        total_rows_ += run.rows;
-    });
-    alignment_ = 16;
-    while (alignment_ > 1 && alignment_bits % alignment_ != 0) {
-        alignment_ /= 2;
-    }
-    table_built_ = true;
 }
 
 }  // namespace mtsarray::detail

@@ -1,6 +1,5 @@
 #pragma once
-// MovePlan: the validated, coalesced form of a move_data call, shared by
-// every backend.
+// MovePlan: the coalesced form of a move_data call, shared by every backend.
 //
 // An array of shape [samples, c1, ..., ck, properties] is seen as a matrix of
 // rows (one row per (sample, component) pair, row = sample * C + c with
@@ -8,6 +7,15 @@
 // `properties_length` elements; movements whose rows follow each other in
 // both arrays with the same property ranges merge into one run, and runs that
 // cover whole rows on both sides collapse into one contiguous copy.
+//
+// Validation. The constructor checks the shapes only; the movements are
+// checked by `validate()` (one pass, for backends that then copy as they
+// iterate, like the CPU) or while iterating with `for_each_valid_run` (for
+// backends that first build a table, like the GPUs: the table is the only
+// thing written before the last movement is checked, so one pass over the
+// caller's movements does both). Either way a backend checks every movement
+// before anything is written or queued, and reports a bad one with the error
+// of `validate()`, which names it.
 
 #include <cstddef>
 #include <cstdint>
@@ -30,36 +38,47 @@ struct MoveRun {
 /// A plan borrows the caller's movements: it lives inside one move_data call.
 class MovePlan {
 public:
-    /// Validates every movement against both shapes before returning, and
-    /// throws Error naming the first bad movement (its index and field) or the
-    /// shape mismatch. Shapes need at least two axes (samples, properties) and
-    /// the same component axes.
+    /// Checks that both shapes have at least two axes (samples, properties)
+    /// and the same component axes, and that `movements` is not NULL when
+    /// `movements_count` is not 0; throws Error otherwise. The movements
+    /// themselves are not read here.
     MovePlan(const std::vector<uintptr_t>& output_shape,
              const std::vector<uintptr_t>& input_shape,
              size_t element_size,
              const mts_data_movement_t* movements,
              size_t movements_count);
 
-    /// Calls `visit(const MoveRun&)` for every coalesced run, in order, without
-    /// storing them: the CPU backend copies as the runs come.
-    template <typename Visit>
-    void for_each_run(Visit&& visit) const;
+    /// Checks every movement against both shapes; throws Error naming the
+    /// first bad one (its index and field).
+    void validate() const;
 
-    /// The runs as a table (built on first use: the GPU backends upload it).
-    const std::vector<MoveRun>& runs() const;
+    /// Calls `visit(const MoveRun&)` for every coalesced run, in order,
+    /// without storing them. The movements must have been validated.
+    template <typename Visit>
+    void for_each_run(Visit&& visit) const {
+        (void)iterate_runs</*check=*/false>(visit);
+    }
+
+    /// Same, checking each movement as it comes: stops and returns false at
+    /// the first invalid one (after visiting the runs before it), true when
+    /// all were valid. Call `validate()` for the error to report.
+    template <typename Visit>
+    bool for_each_valid_run(Visit&& visit) const {
+        return iterate_runs</*check=*/true>(visit);
+    }
+
     /// Bytes between consecutive rows of the input / output.
     uint64_t input_row_stride() const noexcept { return input_row_stride_; }
     uint64_t output_row_stride() const noexcept { return output_row_stride_; }
-    /// Bytes the plan copies in total.
-    uint64_t total_bytes() const;
-    /// Number of row copies (sum of rows over runs).
-    uint64_t total_rows() const;
+    /// Bytes spanned by the input / output: every offset stays below.
+    uint64_t input_bytes() const noexcept { return samples_in_ * components_ * input_row_stride_; }
+    uint64_t output_bytes() const noexcept { return samples_out_ * components_ * output_row_stride_; }
     size_t element_size() const noexcept { return element_size_; }
-    /// Nothing to copy (no movement, or only zero-sized ones).
-    bool empty() const noexcept { return empty_; }
-    /// Largest power of two (at most 16) dividing every offset, length and
-    /// stride of the plan: kernels pick their vector width from it once.
-    size_t alignment() const;
+    size_t movements_count() const noexcept { return movements_count_; }
+    /// No movement, or no row to copy (an empty component axis): nothing can
+    /// be written, whatever the movements say. (Movements of length 0 only
+    /// make a plan without runs, which this does not look for.)
+    bool trivially_empty() const noexcept { return movements_count_ == 0 || components_ == 0; }
 
 private:
     /// The run of one movement, before coalescing.
@@ -68,6 +87,7 @@ private:
                 (movement.sample_out * components_ * output_row_stride_) + movement.properties_start_out * element_size_,
                 movement.properties_length * element_size_, components_};
     }
+
     /// Whole rows on both sides: the run is one contiguous block.
     MoveRun collapsed(MoveRun run) const noexcept {
         if (run.bytes == input_row_stride_ && run.bytes == output_row_stride_) {
@@ -76,36 +96,57 @@ private:
         }
         return run;
     }
-    void build_table() const;
+
+    /// The fast check of one movement: no call, no string, one branch for
+    /// the caller. Written with subtractions so that start + length can not
+    /// overflow.
+    bool in_range(const mts_data_movement_t& movement) const noexcept {
+        return (movement.sample_in < samples_in_) & (movement.sample_out < samples_out_) &
+               (movement.properties_start_in <= properties_in_) &
+               (movement.properties_length <= properties_in_ - movement.properties_start_in) &
+               (movement.properties_start_out <= properties_out_) &
+               (movement.properties_length <= properties_out_ - movement.properties_start_out);
+    }
+
+    template <bool Check, typename Visit>
+    bool iterate_runs(Visit& visit) const;
 
     const mts_data_movement_t* movements_;
     size_t movements_count_;
+    uintptr_t samples_in_ = 0;
+    uintptr_t samples_out_ = 0;
+    uintptr_t properties_in_ = 0;
+    uintptr_t properties_out_ = 0;
     uint64_t components_ = 1;
     uint64_t input_row_stride_ = 0;
     uint64_t output_row_stride_ = 0;
     size_t element_size_ = 0;
-    bool empty_ = true;
-
-    // the table and its totals, built by build_table() on first use
-    mutable bool table_built_ = false;
-    mutable std::vector<MoveRun> runs_;
-    mutable uint64_t total_bytes_ = 0;
-    mutable uint64_t total_rows_ = 0;
-    mutable size_t alignment_ = 16;
 };
 
-template <typename Visit>
-void MovePlan::for_each_run(Visit&& visit) const {
-    if (empty_) {
-        return;
+template <bool Check, typename Visit>
+bool MovePlan::iterate_runs(Visit& visit) const {
+    if (components_ == 0) {
+        // no row to copy; the movements still have to be valid
+        if (Check) {
+            for (size_t i = 0; i < movements_count_; i++) {
+                if (!in_range(movements_[i])) {
+                    return false;
+                }
+            }
+        }
+        return true;
     }
     bool pending = false;
     MoveRun run = {};
     for (size_t i = 0; i < movements_count_; i++) {
-        if (movements_[i].properties_length == 0) {
+        const mts_data_movement_t& movement = movements_[i];
+        if (Check && !in_range(movement)) {
+            return false;
+        }
+        if (movement.properties_length == 0) {
             continue;
         }
-        const MoveRun next = run_of(movements_[i]);
+        const MoveRun next = run_of(movement);
         // consecutive rows on both sides with the same width: one longer run
         if (pending && next.bytes == run.bytes &&
             next.input_offset == run.input_offset + run.rows * input_row_stride_ &&
@@ -122,6 +163,7 @@ void MovePlan::for_each_run(Visit&& visit) const {
     if (pending) {
         visit(collapsed(run));
     }
+    return true;
 }
 
 }  // namespace mtsarray::detail

@@ -26,8 +26,9 @@ void swap_axes(Array& array, uintptr_t axis_1, uintptr_t axis_2) {
         return;
     }
 
+    // a new buffer that outlives the call: not something a graph can replay
+    array.memory_backend().check_not_capturing(array.stream(), "swap_axes");
     auto buffer = Buffer::allocate(array.stream(), array.nbytes());
-    array.prepare_host_access();
     const StridedView source = {array.data(), swapped_shape, source_strides, element_size(array.dtype())};
     array.compute_backend().strided_copy(array.stream(), buffer->data(), source);
     array.replace_data(std::move(buffer), std::move(swapped_shape));

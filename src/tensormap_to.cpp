@@ -63,14 +63,10 @@ std::unique_ptr<Array> array_to(const mts_array_t& source, const Stream& stream)
     DLManagedTensorVersioned* tensor = nullptr;
     const DLPackVersion version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
     check_status(source.as_dlpack(source.ptr, &tensor, own, nullptr, version), "exporting an array through DLPack");
+    // the borrowed view gives the producer's memory back once the copy that
+    // reads it has run (Buffer's stream-ordered release), without a wait
     auto borrowed = from_dlpack(tensor);
-    auto result = copy_to_device(*borrowed, device, &stream);
-    if (!is_host_accessible(own.device_type) && !is_host_accessible(device.device_type)) {
-        // the producer may reuse its memory as soon as we let go of it; the
-        // result's stream is ordered after the copy in every case
-        result->memory_backend().synchronize(result->stream());
-    }
-    return result;
+    return copy_to_device(*borrowed, device, &stream);
 }
 
 const mts_labels_t* labels_to(const mts_labels_t* labels, const Stream& stream) {

@@ -105,7 +105,9 @@ public:
         }
     }
 
-    void move_data(const Stream&, void* output, const void* input, const MovePlan& plan) const override {
+    void move_data(const Stream&, void* output, const void* input, const Stream&,
+                   const MovePlan& plan) const override {
+        plan.validate();  // before the first write: the copy below streams
         fault_injection::check("move_data");
         auto* out = static_cast<unsigned char*>(output);
         const auto* in = static_cast<const unsigned char*>(input);
@@ -145,6 +147,15 @@ public:
     // host work is synchronous: there is never anything to wait for
     void wait(const Stream&, const Stream&) const override {}
     void synchronize(const Stream&) const override {}
+    std::shared_ptr<const StreamMarker> mark(const Stream&) const override { return nullptr; }
+    void wait(const Stream&, const StreamMarker&) const override {}
+    void release_after(const Stream&, std::function<void()>&& release) const override {
+        auto now = std::move(release);
+        now();
+    }
+    void check_not_capturing(const Stream&, const char*) const override {}
+    bool defer_while_capturing(const Stream&, std::function<void()>&) const override { return false; }
+    void release_cached_memory(DLDevice) const override {}
 };
 
 }  // namespace

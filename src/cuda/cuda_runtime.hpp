@@ -5,6 +5,7 @@
 // ROCm.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include <cuda_runtime_api.h>
@@ -20,9 +21,11 @@ namespace cuda {
 struct CudaRuntime {
     using StreamHandle = cudaStream_t;
     using EventHandle = cudaEvent_t;
+    using PoolHandle = cudaMemPool_t;
 
     static constexpr const char* name = "cuda";
     static constexpr const char* display_name = "CUDA";
+    static constexpr const char* graph_name = "CUDA graph";
     static constexpr DLDeviceType device_type = kDLCUDA;
     static constexpr DLDeviceType pinned_host_type = kDLCUDAHost;
     static constexpr bool has_managed_memory = true;
@@ -84,12 +87,49 @@ struct CudaRuntime {
         return static_cast<cudaStream_t>(stream.handle());
     }
 
+    struct CaptureState {
+        bool active;
+        unsigned long long id;
+    };
+
+    /// Whether `stream` is capturing a graph (an invalidated capture counts:
+    /// any work queued there fails anyway).
+    static CaptureState capture_state(StreamHandle stream) {
+        cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+        unsigned long long id = 0;
+        const cudaError_t error = cudaStreamGetCaptureInfo(stream, &status, &id);
+        if (error == cudaErrorStreamCaptureImplicit) {
+            (void)cudaGetLastError();
+            throw Error("the legacy default stream can not be used while another stream is capturing a CUDA "
+                        "graph (cudaErrorStreamCaptureImplicit): give the arrays a non-blocking stream, or "
+                        "capture in cudaStreamCaptureModeRelaxed");
+        }
+        MTSARRAY_CUDA_CHECK(error);
+        return CaptureState{status != cudaStreamCaptureStatusNone, id};
+    }
+
     // ---- memory -----------------------------------------------------------
 
-    static void* allocate_async(size_t bytes, StreamHandle stream) {
+    /// A stream-ordered pool of `device` that keeps the memory freed into it
+    /// (release threshold: everything) instead of giving it back to the
+    /// driver at each synchronisation.
+    static PoolHandle create_pool(int device) {
+        cudaMemPoolProps properties = {};
+        properties.allocType = cudaMemAllocationTypePinned;
+        properties.handleTypes = cudaMemHandleTypeNone;
+        properties.location.type = cudaMemLocationTypeDevice;
+        properties.location.id = device;
+        PoolHandle pool = nullptr;
+        MTSARRAY_CUDA_CHECK(cudaMemPoolCreate(&pool, &properties));
+        uint64_t keep_everything = UINT64_MAX;
+        MTSARRAY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
+        return pool;
+    }
+    static void trim_pool(PoolHandle pool) noexcept { MTSARRAY_CUDA_CHECK_NOTHROW(cudaMemPoolTrimTo(pool, 0)); }
+    static void* allocate_from_pool(size_t bytes, PoolHandle pool, StreamHandle stream) {
         void* data = nullptr;
-        gpu::check_allocation<CudaErrors>(cudaMallocAsync(&data, bytes, stream),
-                                          "cudaMallocAsync", bytes, __FILE__, __LINE__);
+        gpu::check_allocation<CudaErrors>(cudaMallocFromPoolAsync(&data, bytes, pool, stream),
+                                          "cudaMallocFromPoolAsync", bytes, __FILE__, __LINE__);
         return data;
     }
     static void free_async(void* data, StreamHandle stream) noexcept {
@@ -162,6 +202,7 @@ struct CudaRuntime {
         MTSARRAY_CUDA_CHECK(status);
         return true;
     }
+    static void synchronize_event(EventHandle event) { MTSARRAY_CUDA_CHECK(cudaEventSynchronize(event)); }
     static void stream_wait_event(StreamHandle stream, EventHandle event) {
         MTSARRAY_CUDA_CHECK(cudaStreamWaitEvent(stream, event, 0));
     }

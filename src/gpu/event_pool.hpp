@@ -1,10 +1,11 @@
 #pragma once
-// Reusable events for making one stream wait for another.
+// Reusable events: for making one stream wait for another, and for the
+// markers and deferred releases that keep an event recorded for a while.
 //
 // A stream wait captures the state of its event when it is queued, so an
 // event can be recorded again as soon as the wait call has returned: events
-// only need to be unique while a record/wait pair is being issued, and a
-// small free list replaces an event creation and destruction per wait.
+// only need to be unique while a lease holds them, and a small free list
+// replaces an event creation and destruction per use.
 // Written against the runtime traits of gpu_backend.hpp; thread-safe.
 
 #include <mutex>
@@ -22,9 +23,15 @@ public:
     class Lease {
     public:
         Lease(EventPool& pool, Event event) : pool_(&pool), event_(event) {}
+        Lease(Lease&& other) noexcept : pool_(other.pool_), event_(other.event_) { other.pool_ = nullptr; }
         Lease(const Lease&) = delete;
         Lease& operator=(const Lease&) = delete;
-        ~Lease() { pool_->release(event_); }
+        Lease& operator=(Lease&&) = delete;
+        ~Lease() {
+            if (pool_ != nullptr) {
+                pool_->release(event_);
+            }
+        }
         Event get() const noexcept { return event_; }
 
     private:

@@ -9,8 +9,10 @@
 //
 //   using StreamHandle = ...;                  // cudaStream_t / hipStream_t
 //   using EventHandle = ...;                   // cudaEvent_t / hipEvent_t
+//   using PoolHandle = ...;                    // cudaMemPool_t / hipMemPool_t
 //   static constexpr const char* name;         // "cuda": Backend::name()
 //   static constexpr const char* display_name; // "CUDA": used in messages
+//   static constexpr const char* graph_name;   // "CUDA graph" / "HIP graph"
 //   static constexpr DLDeviceType device_type;       // kDLCUDA / kDLROCM
 //   static constexpr DLDeviceType pinned_host_type;  // kDLCUDAHost / kDLROCMHost
 //   static constexpr bool has_managed_memory;        // kDLCUDAManaged exists
@@ -25,7 +27,12 @@
 //   static void restore_device(int) noexcept;
 //   static StreamHandle native_stream(const Stream&);  // throws for -1
 //
-//   static void* allocate_async(size_t bytes, StreamHandle);  // throws
+//   struct CaptureState { bool active; unsigned long long id; };
+//   static CaptureState capture_state(StreamHandle);  // throws
+//
+//   static PoolHandle create_pool(int device);   // keeps freed memory (throws)
+//   static void trim_pool(PoolHandle) noexcept;  // gives unused memory back
+//   static void* allocate_from_pool(size_t bytes, PoolHandle, StreamHandle);  // throws
 //   static void free_async(void*, StreamHandle) noexcept;     // reports
 //   static void* allocate_pinned(size_t bytes);               // throws
 //   static void free_pinned(void*) noexcept;
@@ -43,6 +50,7 @@
 //   static void destroy_event(EventHandle) noexcept;
 //   static void record_event(EventHandle, StreamHandle);
 //   static bool event_done(EventHandle);                  // query, never blocks
+//   static void synchronize_event(EventHandle);           // blocks (deferred work only)
 //   static void stream_wait_event(StreamHandle, EventHandle);
 //   static void synchronize_stream(StreamHandle);
 //   static void synchronize_device();                     // the current device
@@ -50,8 +58,16 @@
 // Stream semantics: every operation runs on the stream it is given under a
 // DeviceGuard for that stream's device (the legacy and per-thread default
 // streams name a different stream on each device) and returns without
-// waiting, except copy_from_host above `staged_copy_limit` (see there) and
-// `synchronize`.
+// waiting; only `synchronize` and copy_from_host above `staged_copy_limit`
+// wait, for their own stream. Work that has to wait for the device before
+// running on the host (handing memory back to its owner, frees that
+// synchronise) goes to the DeferredWork thread.
+//
+// Memory: device memory comes from a pool per device created by mtsarray
+// whose release threshold keeps freed memory for reuse (the device's default
+// pool gives memory back to the driver at every synchronisation, which makes
+// every allocation after it pay the full price). Other libraries' pools are
+// left alone; release_cached_memory trims ours.
 
 #include <algorithm>
 #include <cstdint>
@@ -66,10 +82,12 @@
 #include "../device.hpp"
 #include "../error.hpp"
 #include "../fault_injection.hpp"
+#include "deferred_work.hpp"
 #include "device_guard.hpp"
 #include "event_pool.hpp"
 #include "fill_kernels.hpp"
 #include "move_data_kernels.hpp"
+#include "move_data_table.hpp"
 #include "pinned_staging_pool.hpp"
 #include "runtime_error.hpp"
 #include "strided_copy_kernels.hpp"
@@ -81,13 +99,14 @@ namespace gpu {
 template <class Runtime> class GpuBackend final : public Backend {
 public:
     using StreamHandle = typename Runtime::StreamHandle;
+    using Errors = typename Runtime::Errors;
 
     /// copy_from_host calls up to this size are staged through page-locked
     /// memory and return at once; larger ones wait for the copy, so that the
     /// caller may reuse its buffer on return without the pool pinning
     /// arbitrarily large amounts of host memory. (For pageable sources the
     /// runtimes block on such copies anyway.)
-    static constexpr size_t staged_copy_limit = size_t(4) << 20;
+    static constexpr size_t staged_copy_limit = PinnedStagingPool<Runtime>::retained_bytes_limit;
 
     GpuBackend() = default;
     GpuBackend(const GpuBackend&) = delete;
@@ -107,48 +126,74 @@ public:
 
     bool available() const noexcept override { return probe().count > 0; }
 
+    // ---- memory -----------------------------------------------------------
+
     void* allocate(const Stream& stream, size_t bytes) const override {
         const DLDevice device = stream.device();
         check_device(device);
         fault_injection::check("allocate");
-        if (bytes == 0) {
-            return zero_size_allocation();
-        }
         if (device.device_type == Runtime::pinned_host_type) {
-            return Runtime::allocate_pinned(bytes);
+            return bytes == 0 ? host_zero_size_allocation() : Runtime::allocate_pinned(bytes);
         }
         DeviceGuard<Runtime> guard(device.device_id);
         if (device.device_type == Runtime::device_type) {
-            return Runtime::allocate_async(bytes, Runtime::native_stream(stream));
+            const StreamHandle handle = Runtime::native_stream(stream);
+            DeviceState& state = device_state(device.device_id);
+            if (bytes == 0) {
+                return state.zero_size_allocation(handle);
+            }
+            return Runtime::allocate_from_pool(bytes, state.pool(), handle);
         }
-        return Runtime::allocate_managed(bytes);
+        return bytes == 0 ? host_zero_size_allocation() : Runtime::allocate_managed(bytes);
     }
 
     void deallocate(const Stream& stream, void* data, size_t /*bytes*/) const noexcept override {
-        if (data == nullptr || data == zero_size_allocation()) {
+        if (data == nullptr || data == host_zero_size_allocation()) {
             return;
         }
         const DLDevice device = stream.device();
         try {
-            if (device.device_type == Runtime::pinned_host_type) {
-                Runtime::free_pinned(data);
+            if (device.device_type == Runtime::device_type) {
+                DeviceState& state = device_state(device.device_id);
+                if (state.is_zero_size_allocation(data)) {
+                    return;
+                }
+                DeviceGuard<Runtime> guard(device.device_id);
+                Runtime::free_async(data, Runtime::native_stream(stream));
                 return;
             }
-            DeviceGuard<Runtime> guard(device.device_id);
-            if (device.device_type == Runtime::device_type) {
-                Runtime::free_async(data, Runtime::native_stream(stream));
-            } else {
-                Runtime::free_managed(data);
-            }
+            // Freeing page-locked or managed memory synchronises the device:
+            // done on the deferred-work thread, never the caller's. (The CPU
+            // computes on this memory; the host work is done by now.)
+            const bool pinned = device.device_type == Runtime::pinned_host_type;
+            const int device_id = device.device_id;
+            deferred_.soon([data, pinned, device_id]() {
+                if (pinned) {
+                    Runtime::free_pinned(data);
+                } else {
+                    DeviceGuard<Runtime> guard(device_id);
+                    Runtime::free_managed(data);
+                }
+            });
         } catch (const std::exception& error) {
             // Nothing here may throw (no std::string): this is noexcept.
-            std::fprintf(stderr, "mtsarray: %s deallocate on %s:%d leaked memory: %s\n",
-                         Runtime::name, device_type_name(device.device_type), device.device_id,
-                         error.what());
+            std::fprintf(stderr, "mtsarray: %s deallocate on %s:%d leaked memory: %s\n", Runtime::name,
+                         device_type_name(device.device_type), device.device_id, error.what());
         } catch (...) {
             std::fprintf(stderr, "mtsarray: %s deallocate leaked memory\n", Runtime::name);
         }
     }
+
+    void release_cached_memory(DLDevice device) const override {
+        if (device.device_type != Runtime::device_type) {
+            return;  // page-locked and managed memory are not pooled
+        }
+        check_device(device);
+        DeviceGuard<Runtime> guard(device.device_id);
+        Runtime::trim_pool(device_state(device.device_id).pool());
+    }
+
+    // ---- work -------------------------------------------------------------
 
     void fill(const Stream& stream, void* data, size_t count, const void* value,
               size_t element_size) const override {
@@ -170,11 +215,10 @@ public:
             return;
         }
         launch_fill(handle, data, count, value, element_size);
-        check_launch<typename Runtime::Errors>("fill");
+        MTSARRAY_CHECK_LAUNCH(Errors, "fill");
     }
 
-    void copy(const Stream& stream, void* destination, const void* source,
-              size_t bytes) const override {
+    void copy(const Stream& stream, void* destination, const void* source, size_t bytes) const override {
         const StreamHandle handle = device_stream(stream, "copy");
         fault_injection::check("copy");
         if (bytes == 0) {
@@ -184,59 +228,66 @@ public:
         Runtime::copy_device_to_device_async(destination, source, bytes, handle);
     }
 
-    void move_data(const Stream& stream, void* output, const void* input,
+    void move_data(const Stream& stream, void* output, const void* input, const Stream& input_stream,
                    const MovePlan& plan) const override {
         const StreamHandle handle = device_stream(stream, "move_data");
-        fault_injection::check("move_data");
-        const size_t run_count = move_table_size(plan);
-        if (run_count == 0) {
-            return;
-        }
-        MTSARRAY_EXPECTS(run_count <= UINT32_MAX,
-                         "move_data: " + std::to_string(run_count) + " runs are too many");
+        MTSARRAY_EXPECTS(plan.input_bytes() < max_move_array_bytes && plan.output_bytes() < max_move_array_bytes,
+                         "move_data on the GPU supports arrays of less than 1 TiB");
         const int device = stream.device().device_id;
         DeviceGuard<Runtime> guard(device);
+        const auto capture = Runtime::capture_state(handle);
 
-        size_t width = plan.alignment();
-        width = std::min(width, alignment_of(output));
-        width = std::min(width, alignment_of(input));
+        // Host work: check every movement and pack the table, in one pass,
+        // into a buffer on the stack, growing into page-locked memory (or,
+        // under capture, plain host memory) for large plans. Nothing is
+        // queued before the last movement is checked.
+        TableStorage storage(device_state(device).staging, capture.active);
+        MoveTableSummary summary;
+        if (!build_move_table(plan, storage, summary)) {
+            plan.validate();  // throws the error naming the bad movement
+            throw Error("move_data: a movement is out of range");
+        }
+        fault_injection::check("move_data");
+        wait(stream, input_stream);
+        if (summary.entries == 0) {
+            return;
+        }
 
         MoveDataArguments arguments;
         arguments.input = static_cast<const unsigned char*>(input);
         arguments.output = static_cast<unsigned char*>(output);
         arguments.input_row_stride = plan.input_row_stride();
         arguments.output_row_stride = plan.output_row_stride();
-        arguments.total_units = 0;
-        arguments.run_count = static_cast<uint32_t>(run_count);
+        size_t width = widest_unit_for(summary.alignment_bits);
+        width = std::min(width, alignment_of(output));
+        width = std::min(width, alignment_of(input));
+        arguments.team_log2 = team_log2_for(summary, width);
 
-        if (run_count <= inline_move_table_capacity) {
-            MoveTableEntry entries[inline_move_table_capacity];
-            arguments.total_units = write_move_table(plan, width, entries);
-            launch_move_data(handle, arguments, entries, width);
-            check_launch<typename Runtime::Errors>("move_data");
+        if (summary.entries <= inline_move_table_capacity || capture.active) {
+            // In kernel parameters, in slices when large: a captured graph
+            // keeps each slice in its kernel node, for every replay.
+            for (uint64_t first = 0; first < summary.entries; first += inline_move_table_capacity) {
+                arguments.entry_count = std::min<uint64_t>(inline_move_table_capacity, summary.entries - first);
+                launch_move_data(handle, arguments, storage.data() + first, width);
+                MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
+            }
             return;
         }
 
-        // Large table: write it straight into page-locked memory, upload it
-        // on the stream into a stream-ordered allocation, launch, and free the
-        // table behind the kernel. Nothing here waits for the device.
-        const size_t table_bytes = run_count * sizeof(MoveTableEntry);
-        PinnedStagingPool<Runtime>& staging = device_state(device).staging;
-        auto lease = staging.acquire(table_bytes);
-        arguments.total_units =
-            write_move_table(plan, width, static_cast<MoveTableEntry*>(lease.data()));
-
-        void* table = Runtime::allocate_async(table_bytes, handle);
+        // Large table, already in page-locked memory: upload it on the stream
+        // into stream-ordered device memory, launch, and free the table
+        // behind the kernel. Nothing here waits for the device.
+        arguments.entry_count = summary.entries;
+        const size_t table_bytes = summary.entries * sizeof(MoveTableEntry);
+        void* table = Runtime::allocate_from_pool(table_bytes, device_state(device).pool(), handle);
         StreamOrderedFree table_owner(table, handle);
-        Runtime::copy_host_to_device_async(table, lease.data(), table_bytes, handle);
-        staging.release_after(std::move(lease), handle);
-        launch_move_data_with_device_table(handle, arguments,
-                                           static_cast<const MoveTableEntry*>(table), width);
-        check_launch<typename Runtime::Errors>("move_data");
+        Runtime::copy_host_to_device_async(table, storage.data(), table_bytes, handle);
+        storage.release_after(handle);
+        launch_move_data_with_device_table(handle, arguments, static_cast<const MoveTableEntry*>(table), width);
+        MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
     }
 
-    void strided_copy(const Stream& stream, void* destination,
-                      const StridedView& source) const override {
+    void strided_copy(const Stream& stream, void* destination, const StridedView& source) const override {
         const StreamHandle handle = device_stream(stream, "strided_copy");
         fault_injection::check("strided_copy");
         const StridedCopyPlan plan = plan_strided_copy(source, destination);
@@ -245,12 +296,12 @@ public:
         }
         DeviceGuard<Runtime> guard(stream.device().device_id);
         if (plan.kind == StridedCopyPlan::Kind::contiguous) {
-            Runtime::copy_device_to_device_async(destination, source.data,
-                                                 plan.total_units * plan.unit_width, handle);
+            Runtime::copy_device_to_device_async(destination, source.data, plan.total_units * plan.unit_width,
+                                                 handle);
             return;
         }
         launch_strided_copy(handle, plan, source.data, destination);
-        check_launch<typename Runtime::Errors>("strided_copy");
+        MTSARRAY_CHECK_LAUNCH(Errors, "strided_copy");
     }
 
     void copy_to_host(const Stream& stream, void* host_destination, const void* source,
@@ -285,8 +336,8 @@ public:
         Runtime::synchronize_stream(handle);
     }
 
-    void copy_peer(const Stream& stream, void* destination, DLDevice destination_device,
-                   const void* source, size_t bytes) const override {
+    void copy_peer(const Stream& stream, void* destination, DLDevice destination_device, const void* source,
+                   size_t bytes) const override {
         const StreamHandle handle = device_stream(stream, "copy_peer");
         fault_injection::check("copy_peer");
         MTSARRAY_EXPECTS(destination_device.device_type == Runtime::device_type,
@@ -305,10 +356,12 @@ public:
             // Not a plain device-to-device copy: memory from stream-ordered
             // pools is only reachable from another device through the peer
             // copy, which also works without peer access enabled.
-            Runtime::copy_peer_async(destination, destination_device.device_id, source,
-                                     source_device, bytes, handle);
+            Runtime::copy_peer_async(destination, destination_device.device_id, source, source_device, bytes,
+                                     handle);
         }
     }
+
+    // ---- ordering ---------------------------------------------------------
 
     void wait(const Stream& waiting, const Stream& producer) const override {
         if (waiting == producer || producer.is_none()) {
@@ -321,12 +374,12 @@ public:
             return;
         }
         const StreamHandle waiting_handle = device_stream(waiting, "wait");
+        const int producer_device = producer.device().device_id;
+        DeviceGuard<Runtime> producer_guard(producer_device);
+        check_same_capture(waiting, waiting_handle, producer, producer_handle);
         // The event belongs to the producer's device; the waiting stream may
         // be on another device (a cross-device wait is legal).
-        const int producer_device = producer.device().device_id;
-        EventPool<Runtime>& events = device_state(producer_device).events;
-        DeviceGuard<Runtime> producer_guard(producer_device);
-        auto event = events.acquire();
+        auto event = device_state(producer_device).events.acquire();
         Runtime::record_event(event.get(), producer_handle);
         DeviceGuard<Runtime> waiting_guard(waiting.device().device_id);
         Runtime::stream_wait_event(waiting_handle, event.get());
@@ -347,14 +400,184 @@ public:
         }
         const StreamHandle handle = device_stream(stream, "synchronize");
         DeviceGuard<Runtime> guard(device.device_id);
+        MTSARRAY_EXPECTS(!Runtime::capture_state(handle).active,
+                         "the host can not wait for " + stream.describe() + ": it is capturing a " +
+                             Runtime::graph_name + " (the work it queues runs when the graph is launched)");
         Runtime::synchronize_stream(handle);
     }
 
+    std::shared_ptr<const StreamMarker> mark(const Stream& stream) const override {
+        if (stream.is_none()) {
+            return nullptr;
+        }
+        const StreamHandle handle = device_stream(stream, "mark");
+        const int device = stream.device().device_id;
+        DeviceGuard<Runtime> guard(device);
+        if (Runtime::capture_state(handle).active) {
+            return nullptr;
+        }
+        auto marker = std::make_shared<Marker>(device_state(device).events.acquire(), device);
+        Runtime::record_event(marker->event.get(), handle);
+        return marker;
+    }
+
+    void wait(const Stream& waiting, const StreamMarker& marker) const override {
+        const auto* ours = dynamic_cast<const Marker*>(&marker);
+        MTSARRAY_EXPECTS(ours != nullptr, std::string("wait: the marker was not made by the ") + Runtime::name +
+                                              " backend");
+        const StreamHandle handle = device_stream(waiting, "wait");
+        DeviceGuard<Runtime> guard(waiting.device().device_id);
+        MTSARRAY_EXPECTS(!Runtime::capture_state(handle).active,
+                         waiting.describe() + " is capturing a " + Runtime::graph_name +
+                             ": it can not wait for work queued outside the capture");
+        Runtime::stream_wait_event(handle, ours->event.get());
+    }
+
+    void release_after(const Stream& stream, std::function<void()>&& release) const override {
+        const StreamHandle handle = device_stream(stream, "release_after");
+        const int device = stream.device().device_id;
+        DeviceGuard<Runtime> guard(device);
+        if (defer_while_capturing(stream, release)) {
+            return;
+        }
+        auto event = device_state(device).events.acquire();
+        Runtime::record_event(event.get(), handle);
+        if (Runtime::event_done(event.get())) {
+            auto now = std::move(release);
+            now();
+            return;
+        }
+        deferred_.after_event(std::move(event), std::move(release));
+    }
+
+    bool defer_while_capturing(const Stream& stream, std::function<void()>& work) const override {
+        if (stream.is_none() || stream.device().device_type != Runtime::device_type) {
+            return false;
+        }
+        const StreamHandle handle = Runtime::native_stream(stream);
+        DeviceGuard<Runtime> guard(stream.device().device_id);
+        if (!Runtime::capture_state(handle).active) {
+            return false;
+        }
+        const int device = stream.device().device_id;
+        deferred_.after_capture(
+            [handle, device]() {
+                DeviceGuard<Runtime> guard(device);
+                return Runtime::capture_state(handle).active;
+            },
+            std::move(work));
+        return true;
+    }
+
+    void check_not_capturing(const Stream& stream, const char* operation) const override {
+        if (stream.is_none() || stream.device().device_type != Runtime::device_type) {
+            return;
+        }
+        const StreamHandle handle = Runtime::native_stream(stream);
+        DeviceGuard<Runtime> guard(stream.device().device_id);
+        MTSARRAY_EXPECTS(!Runtime::capture_state(handle).active,
+                         std::string(operation) + " can not be captured: " + stream.describe() +
+                             " is capturing a " + Runtime::graph_name +
+                             ", and the memory it allocates would outlive the call, which a replay of the graph "
+                             "can not give back. Make arrays before capturing; move_data into existing arrays is "
+                             "captured.");
+    }
+
 private:
+    using EventLease = typename EventPool<Runtime>::Lease;
+
+    /// A recorded event of one device (StreamMarker).
+    struct Marker final : StreamMarker {
+        Marker(EventLease&& lease, int device_id) : event(std::move(lease)), device(device_id) {}
+        EventLease event;
+        int device;
+    };
+
     /// State shared by all threads working on one device.
-    struct DeviceState {
+    class DeviceState {
+    public:
+        explicit DeviceState(int device) : device_(device) {}
+
         PinnedStagingPool<Runtime> staging;
         EventPool<Runtime> events;
+
+        /// mtsarray's memory pool of this device, created on first use
+        /// (the caller has made the device current).
+        typename Runtime::PoolHandle pool() {
+            std::call_once(pool_once_, [&] { pool_ = Runtime::create_pool(device_); });
+            return pool_;
+        }
+
+        /// The address every zero-byte allocation of this device gets: a
+        /// real (small) allocation of the device, so that empty arrays export
+        /// a genuine device pointer; made once, never freed.
+        void* zero_size_allocation(StreamHandle stream) {
+            std::lock_guard<std::mutex> lock(zero_size_mutex_);
+            if (zero_size_ == nullptr) {
+                zero_size_ = Runtime::allocate_from_pool(256, pool(), stream);
+            }
+            return zero_size_;
+        }
+        bool is_zero_size_allocation(const void* data) {
+            std::lock_guard<std::mutex> lock(zero_size_mutex_);
+            return data == zero_size_;
+        }
+
+    private:
+        int device_;
+        std::once_flag pool_once_;
+        typename Runtime::PoolHandle pool_{};
+        std::mutex zero_size_mutex_;
+        void* zero_size_ = nullptr;
+    };
+
+    /// The table of a move_data call while it is built: on the stack for
+    /// small plans, then in page-locked memory (ready for the upload) or, on
+    /// a stream under capture, in plain host memory (page-locking memory is
+    /// not allowed while a graph is captured).
+    class TableStorage {
+    public:
+        TableStorage(PinnedStagingPool<Runtime>& staging, bool capturing)
+            : staging_(staging), capturing_(capturing) {}
+
+        MoveTableEntry* data() noexcept { return entries_; }
+        size_t capacity() const noexcept { return capacity_; }
+
+        void grow(size_t at_least) {
+            const size_t capacity = std::max(at_least, 2 * capacity_);
+            MoveTableEntry* grown = nullptr;
+            if (capturing_) {
+                host_.resize(capacity);
+                grown = host_.data();
+            } else {
+                auto lease = staging_.acquire(capacity * sizeof(MoveTableEntry));
+                grown = static_cast<MoveTableEntry*>(lease.data());
+                lease_ = std::make_unique<PinnedLease>(std::move(lease));
+            }
+            if (grown != entries_) {
+                std::memcpy(grown, entries_, capacity_ * sizeof(MoveTableEntry));
+            }
+            entries_ = grown;
+            capacity_ = capacity;
+        }
+
+        /// The upload reading the page-locked table is queued on `stream`.
+        void release_after(StreamHandle stream) {
+            if (lease_ != nullptr) {
+                staging_.release_after(std::move(*lease_), stream);
+                lease_.reset();
+            }
+        }
+
+    private:
+        using PinnedLease = typename PinnedStagingPool<Runtime>::Lease;
+        PinnedStagingPool<Runtime>& staging_;
+        bool capturing_;
+        MoveTableEntry stack_[inline_move_table_capacity];
+        MoveTableEntry* entries_ = stack_;
+        size_t capacity_ = inline_move_table_capacity;
+        std::unique_ptr<PinnedLease> lease_;
+        std::vector<MoveTableEntry> host_;
     };
 
     /// Frees a stream-ordered allocation on scope exit, after whatever was
@@ -376,8 +599,9 @@ private:
                (Runtime::has_managed_memory && type == Runtime::managed_type);
     }
 
-    /// The non-null address every zero-byte allocation gets; never freed.
-    static void* zero_size_allocation() noexcept {
+    /// The non-null address of zero-byte host-accessible allocations (the
+    /// CPU never dereferences it); never freed.
+    static void* host_zero_size_allocation() noexcept {
         static char placeholder;
         return &placeholder;
     }
@@ -387,43 +611,63 @@ private:
     /// with it is a dispatch bug, reported as such.
     static StreamHandle device_stream(const Stream& stream, const char* operation) {
         MTSARRAY_EXPECTS(stream.device().device_type == Runtime::device_type && !stream.is_none(),
-                         std::string(operation) + ": the " + Runtime::name +
-                             " backend only computes on " +
-                             device_type_name(Runtime::device_type) + " streams, got " +
-                             stream.describe());
+                         std::string(operation) + ": the " + Runtime::name + " backend only computes on " +
+                             device_type_name(Runtime::device_type) + " streams, got " + stream.describe());
         return Runtime::native_stream(stream);
+    }
+
+    /// Record/wait pairs are legal between streams outside any capture, or
+    /// between streams of the same capture (its fork and join); any other
+    /// pair would tie a graph to work outside it.
+    static void check_same_capture(const Stream& waiting, StreamHandle waiting_handle, const Stream& producer,
+                                   StreamHandle producer_handle) {
+        const auto waiting_capture = Runtime::capture_state(waiting_handle);
+        const auto producer_capture = Runtime::capture_state(producer_handle);
+        if (!waiting_capture.active && !producer_capture.active) {
+            return;
+        }
+        MTSARRAY_EXPECTS(waiting_capture.active && producer_capture.active &&
+                             waiting_capture.id == producer_capture.id,
+                         waiting.describe() + " can not wait for " + producer.describe() + ": " +
+                             (waiting_capture.active ? waiting.describe() : producer.describe()) +
+                             " is capturing a " + Runtime::graph_name +
+                             " and the other stream is not part of that capture. Use the capturing stream for "
+                             "both arrays, or fork the capture to the other stream first.");
     }
 
     /// "device id 3 out of range (2 CUDA devices)"
     static std::string out_of_range(int device, int count) {
-        return "device id " + std::to_string(device) + " out of range (" + std::to_string(count) +
-               " " + Runtime::display_name + (count == 1 ? " device)" : " devices)");
+        return "device id " + std::to_string(device) + " out of range (" + std::to_string(count) + " " +
+               Runtime::display_name + (count == 1 ? " device)" : " devices)");
     }
 
-    /// The device count, probed once (thread-safe).
+    /// The device count, probed once (thread-safe); the per-device states
+    /// are made at the same time, so that finding one takes no lock.
     const typename Runtime::DeviceCount& probe() const noexcept {
-        std::call_once(probe_once_, [this]() { devices_ = Runtime::probe_devices(); });
+        std::call_once(probe_once_, [this]() {
+            devices_ = Runtime::probe_devices();
+            try {
+                for (int device = 0; device < devices_.count; device++) {
+                    states_.push_back(std::make_unique<DeviceState>(device));
+                }
+            } catch (...) {
+                states_.clear();
+                devices_ = {0, std::string("out of host memory for the ") + Runtime::display_name + " backend"};
+            }
+        });
         return devices_;
     }
 
     DeviceState& device_state(int device) const {
         const auto& devices = probe();
         MTSARRAY_EXPECTS(device >= 0 && device < devices.count, out_of_range(device, devices.count));
-        std::lock_guard<std::mutex> lock(states_mutex_);
-        if (states_.empty()) {
-            states_.resize(static_cast<size_t>(devices.count));
-        }
-        auto& state = states_[static_cast<size_t>(device)];
-        if (!state) {
-            state = std::make_unique<DeviceState>();
-        }
-        return *state;
+        return *states_[static_cast<size_t>(device)];
     }
 
     mutable std::once_flag probe_once_;
     mutable typename Runtime::DeviceCount devices_{};
-    mutable std::mutex states_mutex_;
     mutable std::vector<std::unique_ptr<DeviceState>> states_;
+    mutable DeferredWork<Runtime> deferred_;
 };
 
 }  // namespace gpu

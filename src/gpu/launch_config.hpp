@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kernel_language.hpp"
+#include "host_device.hpp"
 
 namespace mtsarray::detail {
 namespace gpu {

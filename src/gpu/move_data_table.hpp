@@ -1,54 +1,188 @@
 #pragma once
-// The table a move_data kernel reads: one entry per run of a MovePlan, laid
-// out so that a flat index over all the units the plan copies finds its run
-// by binary search. Host-only code, shared by CUDA and HIP.
+// The table a move_data kernel reads, and the host code that builds it from a
+// MovePlan. Plain C++ (no GPU compiler needed, no runtime call), shared by
+// CUDA and HIP, and compiled into the tests and the benchmark's host-side
+// planning row as is.
 //
-// Every run is `rows` rows of `bytes` bytes, i.e. rows * (bytes / width)
-// units of `width` bytes. Runs are numbered one after another in that flat
-// unit space; `first_unit` is the prefix sum, so the run holding unit u is the
-// last entry with first_unit <= u, and within it row = (u - first_unit) /
-// units_per_row.
+// One entry, 16 bytes, per piece of work:
+//   input  = input byte offset (low 40 bits)  | bytes per row (high 24 bits)
+//   output = output byte offset (low 40 bits) | rows          (high 24 bits)
+// Row r of an entry reads at input + input_offset + r * input_row_stride and
+// writes at output + output_offset + r * output_row_stride (the plan's row
+// strides, kernel arguments). Offsets below 2^40 bytes cover any array a GPU
+// holds (a plan on larger arrays is refused with a clear error).
+//
+// Runs larger than max_entry_bytes are cut into entries of at most that many
+// bytes (whole rows when rows are short, pieces of a row when a row is long),
+// so that the work of one entry stays bounded whatever the plan: a team of
+// threads handles one entry at a time (move_data_kernels.hpp).
+//
+// Building the table is the host work of every GPU move_data call, for
+// every movement: one pass over the caller's movements checks each one
+// (MovePlan::for_each_valid_run), coalesces it into runs and packs the
+// entries straight into their final (page-locked) memory.
 
 #include <cstddef>
 #include <cstdint>
 
 #include "../move_plan.hpp"
+#include "host_device.hpp"
 
 namespace mtsarray::detail {
 namespace gpu {
 
 struct MoveTableEntry {
-    uint64_t first_unit;     // units of the runs before this one
-    uint64_t units_per_row;  // run.bytes / width
-    uint64_t input_offset;   // bytes from the input's first element
-    uint64_t output_offset;  // bytes from the output's first element
+    uint64_t input;
+    uint64_t output;
 };
+static_assert(sizeof(MoveTableEntry) == 16, "the table costs 16 bytes per entry");
 
-/// Entries the table of `plan` has (runs that copy at least one byte).
-inline size_t move_table_size(const MovePlan& plan) {
-    size_t size = 0;
-    for (const MoveRun& run : plan.runs()) {
-        if (run.bytes != 0 && run.rows != 0) {
-            size++;
-        }
-    }
-    return size;
+constexpr unsigned move_offset_bits = 40;
+constexpr uint64_t move_offset_mask = (uint64_t(1) << move_offset_bits) - 1;
+/// Largest array (in bytes) an offset of the table can address.
+constexpr uint64_t max_move_array_bytes = uint64_t(1) << move_offset_bits;
+/// Most bytes one entry copies; also bounds bytes per row and rows (both
+/// must fit in 24 bits).
+constexpr uint64_t max_entry_bytes = uint64_t(16) << 10;
+
+MTSARRAY_HOST_DEVICE inline MoveTableEntry pack_entry(uint64_t input_offset, uint64_t output_offset,
+                                                      uint64_t row_bytes, uint64_t rows) {
+    return MoveTableEntry{input_offset | (row_bytes << move_offset_bits),
+                          output_offset | (rows << move_offset_bits)};
 }
 
-/// Writes the move_table_size(plan) entries of the table for units of
-/// `width` bytes (which must divide every run's byte count) to `entries`, and
-/// returns the number of units the plan copies.
-inline uint64_t write_move_table(const MovePlan& plan, size_t width, MoveTableEntry* entries) {
-    uint64_t units = 0;
-    for (const MoveRun& run : plan.runs()) {
-        if (run.bytes == 0 || run.rows == 0) {
-            continue;
-        }
-        const uint64_t units_per_row = run.bytes / width;
-        *entries++ = MoveTableEntry{units, units_per_row, run.input_offset, run.output_offset};
-        units += units_per_row * run.rows;
+MTSARRAY_HOST_DEVICE inline uint64_t entry_input_offset(const MoveTableEntry& entry) {
+    return entry.input & move_offset_mask;
+}
+MTSARRAY_HOST_DEVICE inline uint64_t entry_output_offset(const MoveTableEntry& entry) {
+    return entry.output & move_offset_mask;
+}
+MTSARRAY_HOST_DEVICE inline uint32_t entry_row_bytes(const MoveTableEntry& entry) {
+    return static_cast<uint32_t>(entry.input >> move_offset_bits);
+}
+MTSARRAY_HOST_DEVICE inline uint32_t entry_rows(const MoveTableEntry& entry) {
+    return static_cast<uint32_t>(entry.output >> move_offset_bits);
+}
+
+/// What a pass over the plan learned besides the entries.
+struct MoveTableSummary {
+    uint64_t entries = 0;
+    uint64_t total_bytes = 0;
+    /// OR of every offset, row length and (for multi-row entries) row
+    /// stride: the widest unit dividing them all is the kernel's width.
+    uint64_t alignment_bits = 0;
+};
+
+/// Builds the table of `plan` into `storage`, checking every movement as it
+/// goes; returns false at the first invalid movement (then call
+/// plan.validate() for the error). `Storage` provides
+///   MoveTableEntry* data();  size_t capacity();
+///   void grow(size_t at_least);  // keeps the entries written so far
+template <class Storage>
+bool build_move_table(const MovePlan& plan, Storage& storage, MoveTableSummary& summary);
+
+/// Largest power of two, at most 16, dividing `bits` (16 for 0).
+inline size_t widest_unit_for(uint64_t bits) {
+    size_t width = 16;
+    while (width > 1 && bits % width != 0) {
+        width /= 2;
     }
-    return units;
+    return width;
+}
+
+/// log2 of the threads that share one entry: the power of two nearest above
+/// the average number of units per entry, at most a warp (32). Teams of 4
+/// threads take 64-byte rows of 16-byte units, full warps take rows of 512
+/// bytes and more.
+inline unsigned team_log2_for(const MoveTableSummary& summary, size_t width) {
+    if (summary.entries == 0) {
+        return 0;
+    }
+    const uint64_t units_per_entry = (summary.total_bytes / width + summary.entries - 1) / summary.entries;
+    unsigned log2 = 0;
+    while (log2 < 5 && (uint64_t(1) << log2) < units_per_entry) {
+        log2++;
+    }
+    return log2;
+}
+
+// ---- implementation -------------------------------------------------------
+
+namespace move_table_detail {
+
+template <class Storage> class Writer {
+public:
+    Writer(Storage& storage, MoveTableSummary& summary, uint64_t input_stride, uint64_t output_stride)
+        : storage_(storage), summary_(summary), input_stride_(input_stride), output_stride_(output_stride),
+          entries_(storage.data()), capacity_(storage.capacity()) {}
+
+    void operator()(const MoveRun& run) {
+        summary_.total_bytes += run.bytes * run.rows;
+        summary_.alignment_bits |= run.input_offset | run.output_offset | run.bytes;
+        if (run.rows > 1) {
+            summary_.alignment_bits |= input_stride_ | output_stride_;
+        }
+        if (run.bytes * run.rows <= max_entry_bytes) {
+            add(run.input_offset, run.output_offset, run.bytes, run.rows);
+        } else {
+            split(run);
+        }
+    }
+
+    void finish() { summary_.entries = size_; }
+
+private:
+    void add(uint64_t input_offset, uint64_t output_offset, uint64_t row_bytes, uint64_t rows) {
+        if (size_ == capacity_) {
+            storage_.grow(capacity_ + 1);
+            entries_ = storage_.data();
+            capacity_ = storage_.capacity();
+        }
+        entries_[size_++] = pack_entry(input_offset, output_offset, row_bytes, rows);
+    }
+
+    // Out of the hot path: runs of more than max_entry_bytes.
+    void split(const MoveRun& run) {
+        if (run.bytes <= max_entry_bytes) {
+            // short rows: groups of whole rows
+            const uint64_t rows_per_entry = max_entry_bytes / run.bytes;
+            for (uint64_t row = 0; row < run.rows; row += rows_per_entry) {
+                const uint64_t rows = run.rows - row < rows_per_entry ? run.rows - row : rows_per_entry;
+                add(run.input_offset + row * input_stride_, run.output_offset + row * output_stride_, run.bytes,
+                    rows);
+            }
+            return;
+        }
+        // long rows: pieces of one row each
+        for (uint64_t row = 0; row < run.rows; row++) {
+            for (uint64_t start = 0; start < run.bytes; start += max_entry_bytes) {
+                const uint64_t bytes = run.bytes - start < max_entry_bytes ? run.bytes - start : max_entry_bytes;
+                add(run.input_offset + row * input_stride_ + start, run.output_offset + row * output_stride_ + start,
+                    bytes, 1);
+            }
+        }
+    }
+
+    Storage& storage_;
+    MoveTableSummary& summary_;
+    uint64_t input_stride_;
+    uint64_t output_stride_;
+    MoveTableEntry* entries_;
+    size_t capacity_;
+    size_t size_ = 0;
+};
+
+}  // namespace move_table_detail
+
+template <class Storage>
+bool build_move_table(const MovePlan& plan, Storage& storage, MoveTableSummary& summary) {
+    summary = MoveTableSummary{};
+    move_table_detail::Writer<Storage> writer(storage, summary, plan.input_row_stride(), plan.output_row_stride());
+    if (!plan.for_each_valid_run(writer)) {
+        return false;
+    }
+    writer.finish();
+    return true;
 }
 
 }  // namespace gpu

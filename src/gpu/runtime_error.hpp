@@ -84,14 +84,19 @@ void check_allocation(typename Errors::Status status, const char* function, size
 }
 
 /// Reports a failed kernel launch (bad configuration, no kernel image for
-/// this GPU, ...) as an Error naming the operation.
-template <class Errors> void check_launch(const char* operation) {
+/// this GPU, ...) as an Error naming the operation and where it was
+/// launched; use it through MTSARRAY_CHECK_LAUNCH.
+template <class Errors> void check_launch(const char* operation, const char* file, int line) {
     const typename Errors::Status status = Errors::last_error();
     if (status != Errors::success) {
-        throw_error<Errors>(status, ("launching the " + std::string(operation) + " kernel").c_str(),
-                            __FILE__, __LINE__);
+        throw_error<Errors>(status, ("launching the " + std::string(operation) + " kernel").c_str(), file, line);
     }
 }
 
 }  // namespace gpu
 }  // namespace mtsarray::detail
+
+/// Checks the kernel launch just queued for `operation`; the error names the
+/// launching line.
+#define MTSARRAY_CHECK_LAUNCH(Errors, operation) \
+    ::mtsarray::detail::gpu::check_launch<Errors>((operation), __FILE__, __LINE__)

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernel_language.hpp"
+#include "host_device.hpp"
 
 namespace mtsarray::detail {
 namespace gpu {

@@ -11,6 +11,7 @@
 // and every other call used here.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include <hip/hip_runtime_api.h>
@@ -27,9 +28,11 @@ namespace hip {
 struct HipRuntime {
     using StreamHandle = hipStream_t;
     using EventHandle = hipEvent_t;
+    using PoolHandle = hipMemPool_t;
 
     static constexpr const char* name = "hip";
     static constexpr const char* display_name = "ROCm";
+    static constexpr const char* graph_name = "HIP graph";
     static constexpr DLDeviceType device_type = kDLROCM;
     static constexpr DLDeviceType pinned_host_type = kDLROCMHost;
     // DLPack names no ROCm managed-memory device type; a type this backend
@@ -96,12 +99,42 @@ struct HipRuntime {
         return static_cast<hipStream_t>(stream.handle());
     }
 
+    struct CaptureState {
+        bool active;
+        unsigned long long id;
+    };
+
+    /// Whether `stream` is capturing a graph (an invalidated capture counts:
+    /// any work queued there fails anyway).
+    static CaptureState capture_state(StreamHandle stream) {
+        hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+        unsigned long long id = 0;
+        MTSARRAY_HIP_CHECK(hipStreamGetCaptureInfo(stream, &status, &id));
+        return CaptureState{status != hipStreamCaptureStatusNone, id};
+    }
+
     // ---- memory -----------------------------------------------------------
 
-    static void* allocate_async(size_t bytes, StreamHandle stream) {
+    /// A stream-ordered pool of `device` that keeps the memory freed into it
+    /// (release threshold: everything) instead of giving it back at each
+    /// synchronisation. (ROCm 5.2 marks these calls beta.)
+    static PoolHandle create_pool(int device) {
+        hipMemPoolProps properties = {};
+        properties.allocType = hipMemAllocationTypePinned;
+        properties.handleTypes = hipMemHandleTypeNone;
+        properties.location.type = hipMemLocationTypeDevice;
+        properties.location.id = device;
+        PoolHandle pool = nullptr;
+        MTSARRAY_HIP_CHECK(hipMemPoolCreate(&pool, &properties));
+        uint64_t keep_everything = UINT64_MAX;
+        MTSARRAY_HIP_CHECK(hipMemPoolSetAttribute(pool, hipMemPoolAttrReleaseThreshold, &keep_everything));
+        return pool;
+    }
+    static void trim_pool(PoolHandle pool) noexcept { MTSARRAY_HIP_CHECK_NOTHROW(hipMemPoolTrimTo(pool, 0)); }
+    static void* allocate_from_pool(size_t bytes, PoolHandle pool, StreamHandle stream) {
         void* data = nullptr;
-        gpu::check_allocation<HipErrors>(hipMallocAsync(&data, bytes, stream),
-                                         "hipMallocAsync", bytes, __FILE__, __LINE__);
+        gpu::check_allocation<HipErrors>(hipMallocFromPoolAsync(&data, bytes, pool, stream),
+                                         "hipMallocFromPoolAsync", bytes, __FILE__, __LINE__);
         return data;
     }
     static void free_async(void* data, StreamHandle stream) noexcept {
@@ -172,6 +205,7 @@ struct HipRuntime {
         MTSARRAY_HIP_CHECK(status);
         return true;
     }
+    static void synchronize_event(EventHandle event) { MTSARRAY_HIP_CHECK(hipEventSynchronize(event)); }
     static void stream_wait_event(StreamHandle stream, EventHandle event) {
         MTSARRAY_HIP_CHECK(hipStreamWaitEvent(stream, event, 0));
     }

@@ -1,0 +1,159 @@
+#pragma once
+// DeferredWork<Runtime>: host work that must wait for the device, done on a
+// thread of mtsarray's instead of the caller's, so that no call blocks its
+// caller on a GPU stream:
+//  - after_event: hand memory back to its owner (a wrapped buffer's deleter,
+//    an imported DLPack tensor) once the work recorded before an event is
+//    done;
+//  - soon: calls that synchronise the device by themselves (freeing
+//    page-locked or managed memory);
+//  - after_capture: the free of a buffer whose stream is capturing a graph
+//    (a free queued during a capture would become a node of the graph), run
+//    once that stream has left capture mode.
+//
+// One thread per backend, started on first use and never joined: it only
+// touches this object (which lives as long as the program) and the runtime.
+// At exit the work still pending is dropped, not run: the owners' deleters
+// may belong to an interpreter that has already shut down.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "../stream.hpp"
+#include "event_pool.hpp"
+
+namespace mtsarray::detail {
+namespace gpu {
+
+template <class Runtime> class DeferredWork {
+public:
+    using Lease = typename EventPool<Runtime>::Lease;
+
+    DeferredWork() = default;
+    DeferredWork(const DeferredWork&) = delete;
+    DeferredWork& operator=(const DeferredWork&) = delete;
+
+    /// Runs `work` once the event held by `event` (already recorded) has
+    /// completed. When this throws, `work` was not moved from.
+    void after_event(Lease&& event, std::function<void()>&& work) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        start();
+        events_.emplace_back(EventWork{std::move(event), std::move(work)});
+        wake_.notify_one();
+    }
+
+    /// Runs `work` on the deferred-work thread, soon.
+    void soon(std::function<void()>&& work) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        start();
+        soon_.push_back(std::move(work));
+        wake_.notify_one();
+    }
+
+    /// Runs `work` once `is_capturing()` returns false (polled).
+    void after_capture(std::function<bool()>&& is_capturing, std::function<void()>&& work) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        start();
+        captures_.emplace_back(CaptureWork{std::move(is_capturing), std::move(work)});
+        wake_.notify_one();
+    }
+
+private:
+    struct EventWork {
+        Lease event;
+        std::function<void()> work;
+    };
+    struct CaptureWork {
+        std::function<bool()> is_capturing;
+        std::function<void()> work;
+    };
+
+    // with mutex_ held
+    void start() {
+        if (!started_) {
+            std::thread(&DeferredWork::run, this).detach();
+            started_ = true;
+        }
+    }
+
+    static void run_reporting(std::function<void()>& work) noexcept {
+        try {
+            work();
+        } catch (const std::exception& error) {
+            std::fprintf(stderr, "mtsarray: deferred work failed: %s\n", error.what());
+        } catch (...) {
+            std::fprintf(stderr, "mtsarray: deferred work failed\n");
+        }
+    }
+
+    void run() noexcept {
+        std::unique_lock<std::mutex> lock(mutex_);
+        while (true) {
+            wake_.wait(lock, [&] { return !events_.empty() || !soon_.empty() || !captures_.empty(); });
+            if (!soon_.empty()) {
+                auto work = std::move(soon_.front());
+                soon_.pop_front();
+                lock.unlock();
+                run_reporting(work);
+                lock.lock();
+                continue;
+            }
+            if (!events_.empty()) {
+                auto item = std::move(events_.front());
+                events_.pop_front();
+                lock.unlock();
+                // blocks this thread only, never a caller of mtsarray
+                try {
+                    Runtime::synchronize_event(item.event.get());
+                } catch (const std::exception& error) {
+                    std::fprintf(stderr, "mtsarray: waiting for a deferred release: %s\n", error.what());
+                }
+                run_reporting(item.work);
+                lock.lock();
+                continue;
+            }
+            // only captures left: poll them, then sleep a little
+            std::deque<CaptureWork> waiting = std::move(captures_);
+            captures_.clear();
+            lock.unlock();
+            std::deque<CaptureWork> still_capturing;
+            for (auto& item : waiting) {
+                bool capturing = false;
+                try {
+                    capturing = item.is_capturing();
+                } catch (...) {
+                    capturing = false;  // the stream is gone or broken: do the work now
+                }
+                if (capturing) {
+                    still_capturing.push_back(std::move(item));
+                } else {
+                    run_reporting(item.work);
+                }
+            }
+            if (!still_capturing.empty()) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+            lock.lock();
+            for (auto& item : still_capturing) {
+                captures_.push_back(std::move(item));
+            }
+        }
+    }
+
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool started_ = false;
+    std::deque<EventWork> events_;
+    std::deque<std::function<void()>> soon_;
+    std::deque<CaptureWork> captures_;
+};
+
+}  // namespace gpu
+}  // namespace mtsarray::detail
