@@ -1,5 +1,6 @@
 #include "backend_registry.hpp"
 
+#include <atomic>
 #include <string>
 
 #include "device.hpp"
@@ -24,8 +25,16 @@ Family family_of(DLDeviceType type) noexcept {
     }
 }
 
+// test-only replacement of the CUDA family's backend (set_cuda_backend_for_testing)
+std::atomic<const Backend*> cuda_replacement{nullptr};
+
 // nullptr when the family's backend is not in this build
 const Backend* compiled_backend(Family family) {
+    if (family == Family::cuda) {
+        if (const Backend* replacement = cuda_replacement.load(std::memory_order_acquire)) {
+            return replacement;
+        }
+    }
     switch (family) {
     case Family::cpu: return &cpu_backend();
 #if MTSARRAY_HAS_CUDA
@@ -74,6 +83,10 @@ const Backend& compute_backend(DLDeviceType type) {
 
 void check_device_usable(DLDevice device) {
     memory_backend(device.device_type).check_device(device);
+}
+
+const Backend* set_cuda_backend_for_testing(const Backend* backend) noexcept {
+    return cuda_replacement.exchange(backend, std::memory_order_acq_rel);
 }
 
 std::string unavailable_reason(DLDeviceType type) {
