@@ -14,8 +14,10 @@
 // decomposed over the axes (32-bit division when everything fits) and the
 // input offset accumulated from the strides.
 //
-// Axes travel by value, innermost first and padded to max_strided_rank, so
+// Axes travel by value, innermost first and padded to the kernel's Rank, so
 // every loop over them unrolls with constant indices into the parameters.
+// Rank is unrolled_strided_rank for every view seen in practice, and
+// max_strided_rank for the rare views that keep more axes after merging.
 
 #include <cstddef>
 #include <cstdint>
@@ -36,16 +38,16 @@ void launch_strided_copy(NativeStream stream, const StridedCopyPlan& plan, const
 
 // ---- implementation -------------------------------------------------------
 
-struct GeneralCopyArguments {
+template <size_t Rank> struct GeneralCopyArguments {
     const unsigned char* source;
     unsigned char* destination;
     uint64_t total_units;
     uint32_t rank;
-    uint64_t shape[max_strided_rank];           // innermost first
-    int64_t input_strides[max_strided_rank];    // units, innermost first
+    uint64_t shape[Rank];           // innermost first
+    int64_t input_strides[Rank];    // units, innermost first
 };
 
-struct TransposeArguments {
+template <size_t Rank> struct TransposeArguments {
     const unsigned char* source;
     unsigned char* destination;
     uint64_t a_size;          // axis contiguous in the input
@@ -56,16 +58,19 @@ struct TransposeArguments {
     uint64_t b_tiles;
     uint64_t total_tiles;     // a_tiles * b_tiles * batch size
     uint32_t batch_rank;
-    uint64_t batch_shape[max_strided_rank];           // innermost first
-    int64_t batch_input_strides[max_strided_rank];    // units
-    uint64_t batch_output_strides[max_strided_rank];  // units
+    uint64_t batch_shape[Rank];           // innermost first
+    int64_t batch_input_strides[Rank];    // units
+    uint64_t batch_output_strides[Rank];  // units
 };
+static_assert(sizeof(TransposeArguments<max_strided_rank>) <= 4096 &&
+                  sizeof(GeneralCopyArguments<max_strided_rank>) <= 4096,
+              "kernel parameters must fit in 4 KiB on every runtime");
 
 constexpr unsigned transpose_block_rows = threads_per_block / transpose_tile;
 
-template <size_t Width, class Index>
+template <size_t Width, class Index, size_t Rank>
 __global__ void __launch_bounds__(threads_per_block)
-    general_copy_kernel(GeneralCopyArguments arguments) {
+    general_copy_kernel(GeneralCopyArguments<Rank> arguments) {
     using Unit = unit_t<Width>;
     const Unit* source = reinterpret_cast<const Unit*>(arguments.source);
     Unit* destination = reinterpret_cast<Unit*>(arguments.destination);
@@ -77,7 +82,7 @@ __global__ void __launch_bounds__(threads_per_block)
         Index rest = index;
         int64_t offset = 0;
 #pragma unroll
-        for (uint32_t axis = 0; axis < max_strided_rank; axis++) {
+        for (uint32_t axis = 0; axis < Rank; axis++) {
             if (axis < arguments.rank) {
                 const Index size = static_cast<Index>(arguments.shape[axis]);
                 const Index coordinate = rest % size;
@@ -89,9 +94,9 @@ __global__ void __launch_bounds__(threads_per_block)
     }
 }
 
-template <size_t Width>
+template <size_t Width, size_t Rank>
 __global__ void __launch_bounds__(threads_per_block)
-    transpose_kernel(TransposeArguments arguments) {
+    transpose_kernel(TransposeArguments<Rank> arguments) {
     using Unit = unit_t<Width>;
     // +1 column: the column-wise reads of the second phase hit distinct banks.
     __shared__ Unit tile[transpose_tile][transpose_tile + 1];
@@ -111,7 +116,7 @@ __global__ void __launch_bounds__(threads_per_block)
         int64_t input_base = 0;
         uint64_t output_base = 0;
 #pragma unroll
-        for (uint32_t axis = 0; axis < max_strided_rank; axis++) {
+        for (uint32_t axis = 0; axis < Rank; axis++) {
             if (axis < arguments.batch_rank) {
                 const uint64_t coordinate = batch % arguments.batch_shape[axis];
                 batch /= arguments.batch_shape[axis];
@@ -145,13 +150,14 @@ __global__ void __launch_bounds__(threads_per_block)
     }
 }
 
-inline TransposeArguments make_transpose_arguments(const StridedCopyPlan& plan,
-                                                   const void* source, void* destination) {
+template <size_t Rank>
+TransposeArguments<Rank> make_transpose_arguments(const StridedCopyPlan& plan, const void* source,
+                                                  void* destination) {
     const size_t rank = plan.shape.size();
     const size_t a_axis = plan.contiguous_axis;
     const size_t b_axis = rank - 1;
 
-    TransposeArguments arguments{};
+    TransposeArguments<Rank> arguments{};
     arguments.source = static_cast<const unsigned char*>(source);
     arguments.destination = static_cast<unsigned char*>(destination);
     arguments.a_size = plan.shape[a_axis];
@@ -179,9 +185,10 @@ inline TransposeArguments make_transpose_arguments(const StridedCopyPlan& plan,
     return arguments;
 }
 
-inline GeneralCopyArguments make_general_arguments(const StridedCopyPlan& plan,
-                                                   const void* source, void* destination) {
-    GeneralCopyArguments arguments{};
+template <size_t Rank>
+GeneralCopyArguments<Rank> make_general_arguments(const StridedCopyPlan& plan, const void* source,
+                                                  void* destination) {
+    GeneralCopyArguments<Rank> arguments{};
     arguments.source = static_cast<const unsigned char*>(source);
     arguments.destination = static_cast<unsigned char*>(destination);
     arguments.total_units = plan.total_units;
@@ -194,40 +201,47 @@ inline GeneralCopyArguments make_general_arguments(const StridedCopyPlan& plan,
     return arguments;
 }
 
+template <size_t Rank, class NativeStream>
+void launch_strided_copy_of_rank(NativeStream stream, const StridedCopyPlan& plan, const void* source,
+                                 void* destination) {
+    if (plan.kind == StridedCopyPlan::Kind::transpose) {
+        const auto arguments = make_transpose_arguments<Rank>(plan, source, destination);
+        const dim3 block(transpose_tile, transpose_block_rows);
+        const unsigned grid = grid_size(arguments.total_tiles, 1);
+        with_unit_width(plan.unit_width, [&](auto width_constant) {
+            constexpr size_t Width = decltype(width_constant)::value;
+            transpose_kernel<Width, Rank><<<grid, block, 0, stream>>>(arguments);
+        });
+        return;
+    }
+
+    const auto arguments = make_general_arguments<Rank>(plan, source, destination);
+    const unsigned grid = grid_size(arguments.total_units, threads_per_block);
+    // 32-bit indices halve the cost of the per-axis divisions; the grid
+    // stride must not overflow them either.
+    const uint64_t index_limit = uint64_t(1) << 32;
+    const bool narrow = arguments.total_units + uint64_t(grid) * threads_per_block < index_limit;
+    with_unit_width(plan.unit_width, [&](auto width_constant) {
+        constexpr size_t Width = decltype(width_constant)::value;
+        if (narrow) {
+            general_copy_kernel<Width, uint32_t, Rank><<<grid, threads_per_block, 0, stream>>>(arguments);
+        } else {
+            general_copy_kernel<Width, uint64_t, Rank><<<grid, threads_per_block, 0, stream>>>(arguments);
+        }
+    });
+}
+
 template <class NativeStream>
 void launch_strided_copy(NativeStream stream, const StridedCopyPlan& plan, const void* source,
                          void* destination) {
     MTSARRAY_EXPECTS(plan.kind == StridedCopyPlan::Kind::transpose ||
                          plan.kind == StridedCopyPlan::Kind::general,
                      "strided_copy: the kernels only run transpose and general plans");
-    if (plan.kind == StridedCopyPlan::Kind::transpose) {
-        const TransposeArguments arguments = make_transpose_arguments(plan, source, destination);
-        const dim3 block(transpose_tile, transpose_block_rows);
-        const unsigned grid = grid_size(arguments.total_tiles, 1);
-        with_unit_width(plan.unit_width, [&](auto width_constant) {
-            constexpr size_t Width = decltype(width_constant)::value;
-            transpose_kernel<Width><<<grid, block, 0, stream>>>(arguments);
-        });
-        return;
+    if (plan.shape.size() <= unrolled_strided_rank) {
+        launch_strided_copy_of_rank<unrolled_strided_rank>(stream, plan, source, destination);
+    } else {
+        launch_strided_copy_of_rank<max_strided_rank>(stream, plan, source, destination);
     }
-
-    const GeneralCopyArguments arguments = make_general_arguments(plan, source, destination);
-    const unsigned grid = grid_size(arguments.total_units, threads_per_block);
-    // 32-bit indices halve the cost of the per-axis divisions; the grid
-    // stride must not overflow them either.
-    const uint64_t index_limit = uint64_t(1) << 32;
-    const bool narrow =
-        arguments.total_units + uint64_t(grid) * threads_per_block < index_limit;
-    with_unit_width(plan.unit_width, [&](auto width_constant) {
-        constexpr size_t Width = decltype(width_constant)::value;
-        if (narrow) {
-            general_copy_kernel<Width, uint32_t>
-                <<<grid, threads_per_block, 0, stream>>>(arguments);
-        } else {
-            general_copy_kernel<Width, uint64_t>
-                <<<grid, threads_per_block, 0, stream>>>(arguments);
-        }
-    });
 }
 
 }  // namespace gpu

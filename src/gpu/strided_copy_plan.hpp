@@ -30,8 +30,12 @@
 namespace mtsarray::detail {
 namespace gpu {
 
-/// Most axes a view may keep after merging (they travel by value).
-constexpr size_t max_strided_rank = 12;
+/// Axes the common kernels unroll over (they travel by value); views that
+/// keep more after merging run kernels sized for max_strided_rank.
+constexpr size_t unrolled_strided_rank = 12;
+/// Most axes a view may keep after merging: every axis DLPack import
+/// accepts (64), plus the axis of units inside an element, with room.
+constexpr size_t max_strided_rank = 66;
 
 /// Transpose tiles are this many units on each side.
 constexpr uint64_t transpose_tile = 32;
@@ -51,7 +55,8 @@ struct StridedCopyPlan {
 };
 
 /// Plans the copy of `source` into C-contiguous `destination`. Throws Error
-/// when more than max_strided_rank axes remain after merging.
+/// when more than max_strided_rank axes remain after merging (which the
+/// import of DLPack tensors, limited to 64 axes, never produces).
 inline StridedCopyPlan plan_strided_copy(const StridedView& source, const void* destination);
 
 // ---- implementation -------------------------------------------------------
