@@ -1,0 +1,498 @@
+#include "array.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "mtsarray.h"
+
+#include "conversions.hpp"
+#include "dlpack_protocol.hpp"
+#include "errors.hpp"
+
+namespace nb = nanobind;
+
+namespace mtsarray_python {
+
+static_assert(sizeof(mts_data_movement_t) == 5 * sizeof(uint64_t),
+              "move_data passes (N, 5) arrays of 64-bit integers as mts_data_movement_t");
+
+/// Marks an array as used by an operation that runs with the GIL released;
+/// built and destroyed with the GIL held.
+class Busy {
+public:
+    explicit Busy(const Array& array) : array_(array) { array_.busy_++; }
+    ~Busy() { array_.busy_--; }
+    Busy(const Busy&) = delete;
+    Busy& operator=(const Busy&) = delete;
+
+private:
+    const Array& array_;
+};
+
+namespace {
+
+[[noreturn]] void raise(PyObject* type, const std::string& message) {
+    PyErr_SetString(type, message.c_str());
+    throw nb::python_error();
+}
+
+bool is_host_accessible(DLDeviceType type) {
+    return type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged || type == kDLROCMHost;
+}
+
+bool same_device(DLDevice a, DLDevice b) {
+    return a.device_type == b.device_type && a.device_id == b.device_id;
+}
+
+/// Whether mtsarray_from_dlpack takes `tensor` without a copy (then it
+/// returns at once and the GIL can stay held).
+bool imports_without_copy(const DLManagedTensorVersioned* tensor) {
+    if (tensor->version.major != 1 || (tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0) {
+        return false;
+    }
+    const DLTensor& t = tensor->dl_tensor;
+    if (t.strides == nullptr) {
+        return true;
+    }
+    int64_t expected = 1;
+    for (int32_t axis = t.ndim - 1; axis >= 0; axis--) {
+        if (t.shape[axis] != 1 && t.strides[axis] != expected) {
+            return false;
+        }
+        expected *= t.shape[axis];
+    }
+    return true;
+}
+
+// ---- the movements of move_data --------------------------------------------
+
+/// An (N, 5) C-contiguous array of 64-bit integers, read in place through the
+/// buffer protocol: its rows are the mts_data_movement_t themselves.
+class Movements {
+public:
+    explicit Movements(nb::handle movements) {
+        if (read(movements)) {
+            return;
+        }
+        // anything else (lists, other integer widths, strided arrays): through NumPy, once
+        nb::object array = numpy().attr("asarray")(movements);
+        const auto kind = nb::cast<std::string>(array.attr("dtype").attr("kind"));
+        const auto shape = nb::cast<nb::tuple>(array.attr("shape"));
+        const size_t size = nb::cast<size_t>(array.attr("size"));
+        if (size == 0 && nb::len(shape) <= 2) {
+            return;  // no movements ([], an empty array)
+        }
+        if (kind != "i" && kind != "u") {
+            raise(PyExc_TypeError, "movements must be integers, got an array of " +
+                                       nb::cast<std::string>(nb::str(array.attr("dtype"))));
+        }
+        if (nb::len(shape) != 2 || nb::cast<size_t>(shape[1]) != 5) {
+            raise(PyExc_ValueError, "movements must have the shape (N, 5): rows of (sample_in, sample_out, "
+                                    "properties_start_in, properties_start_out, properties_length), got shape " +
+                                        nb::cast<std::string>(nb::repr(shape)));
+        }
+        converted_ = numpy().attr("ascontiguousarray")(array, kind == "u" ? "uint64" : "int64");
+        if (!read(converted_)) {
+            raise(PyExc_RuntimeError, "move_data: could not read the converted movements");
+        }
+    }
+
+    ~Movements() {
+        if (has_view_) {
+            PyBuffer_Release(&view_);
+        }
+    }
+    Movements(const Movements&) = delete;
+    Movements& operator=(const Movements&) = delete;
+
+    const mts_data_movement_t* data() const { return data_; }
+    uintptr_t count() const { return count_; }
+
+    /// After a failed call: a ValueError naming the first negative entry, if
+    /// there is one (its bits read as a huge size_t, which mtsarray reported
+    /// as out of range).
+    void raise_if_negative() const {
+        if (!is_signed_) {
+            return;
+        }
+        const auto* values = reinterpret_cast<const int64_t*>(data_);
+        for (uintptr_t i = 0; i < 5 * count_; i++) {
+            if (values[i] < 0) {
+                static const char* const columns[] = {"sample_in", "sample_out", "properties_start_in",
+                                                      "properties_start_out", "properties_length"};
+                raise(PyExc_ValueError, "movements[" + std::to_string(i / 5) + ", " + std::to_string(i % 5) + "] (" +
+                                            columns[i % 5] + ") is negative: " + std::to_string(values[i]));
+            }
+        }
+    }
+
+private:
+    bool read(nb::handle object) {
+        if (PyObject_GetBuffer(object.ptr(), &view_, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
+            PyErr_Clear();
+            return false;
+        }
+        has_view_ = true;
+        const char* format = view_.format == nullptr ? "B" : view_.format;
+        if (*format == '@' || *format == '=' || *format == '<') {
+            format++;  // native or little-endian (the only byte order mtsarray builds for)
+        }
+        const bool is_integer64 = view_.itemsize == 8 && format[0] != '\0' && format[1] == '\0' &&
+                                  std::strchr("lqLQnN", format[0]) != nullptr;
+        if (view_.ndim != 2 || view_.shape[1] != 5 || !is_integer64) {
+            PyBuffer_Release(&view_);
+            has_view_ = false;
+            return false;
+        }
+        data_ = static_cast<const mts_data_movement_t*>(view_.buf);
+        count_ = static_cast<uintptr_t>(view_.shape[0]);
+        is_signed_ = std::strchr("lqn", format[0]) != nullptr;
+        return true;
+    }
+
+    Py_buffer view_ = {};
+    bool has_view_ = false;
+    nb::object converted_;
+    const mts_data_movement_t* data_ = nullptr;
+    uintptr_t count_ = 0;
+    bool is_signed_ = false;
+};
+
+}  // namespace
+
+// ---- making and releasing --------------------------------------------------
+
+Array Array::adopt(mts_array_t raw) noexcept {
+    Array array;
+    array.raw_ = raw;
+    array.owned_ = true;
+    return array;
+}
+
+Array Array::borrow(const mts_array_t& raw, nb::object owner) {
+    bool ours = false;
+    check(mtsarray_is_mtsarray(&raw, &ours));
+    if (!ours) {
+        raise_error("this mts_array_t was not made by mtsarray (or was already destroyed)");
+    }
+    Array array;
+    array.raw_ = raw;
+    array.owned_ = false;
+    array.owner_ = std::move(owner);
+    return array;
+}
+
+Array::Array(Array&& other) noexcept
+    : raw_(other.raw_),
+      owned_(other.owned_),
+      owner_(std::move(other.owner_)),
+      stream_object_(std::move(other.stream_object_)) {
+    other.raw_ = {};
+    other.owned_ = false;
+}
+
+Array::~Array() {
+    if (!owned_ || raw_.destroy == nullptr) {
+        return;
+    }
+    if (stream_object_.is_valid()) {
+        // The stream came as a Python object, kept alive as long as this
+        // array. The memory may outlive both (DLPack exports): its free is
+        // moved to the device's default stream (which first waits for the
+        // stream's work), so that nothing is ever queued on a stream whose
+        // object is gone. Failures only leave the free where it was.
+        DLDevice device = {};
+        if (raw_.device(raw_.ptr, &device) == MTS_SUCCESS) {
+            (void)mtsarray_set_stream(&raw_, default_stream_number(device.device_type));
+        }
+    }
+    raw_.destroy(raw_.ptr);
+}
+
+void Array::check_metadata_writable(const char* operation) const {
+    if (!owned_) {
+        raise(PyExc_ValueError, std::string("can not ") + operation +
+                                    " a view of an array that metatensor owns (the values of a TensorBlock "
+                                    "or Labels): copy() it first");
+    }
+    if (busy_ != 0) {
+        raise(PyExc_RuntimeError, std::string("can not ") + operation +
+                                      " this array while another thread is using it");
+    }
+}
+
+// ---- metadata --------------------------------------------------------------
+
+nb::tuple Array::shape() const {
+    const uintptr_t* shape = nullptr;
+    uintptr_t count = 0;
+    check(raw_.shape(raw_.ptr, &shape, &count));
+    return shape_tuple(shape, count);
+}
+
+size_t Array::ndim() const {
+    const uintptr_t* shape = nullptr;
+    uintptr_t count = 0;
+    check(raw_.shape(raw_.ptr, &shape, &count));
+    return count;
+}
+
+DLDataType Array::dl_dtype() const {
+    DLDataType dtype = {};
+    check(raw_.dtype(raw_.ptr, &dtype));
+    return dtype;
+}
+
+nb::object Array::dtype() const {
+    return dtype_object(dl_dtype());
+}
+
+DLDevice Array::dl_device() const {
+    DLDevice device = {};
+    check(raw_.device(raw_.ptr, &device));
+    return device;
+}
+
+std::string Array::device() const {
+    return device_name(dl_device());
+}
+
+int64_t Array::stream() const {
+    int64_t stream = 0;
+    check(mtsarray_get_stream(&raw_, &stream));
+    return stream;
+}
+
+void Array::set_stream(nb::handle stream) {
+    check_metadata_writable("change the stream of");
+    const int64_t number = stream_number(stream, dl_device().device_type);
+    check(mtsarray_set_stream(&raw_, number));
+    stream_object_ = is_stream_object(stream) ? nb::borrow(stream) : nb::object();
+}
+
+uintptr_t Array::data_pointer() const {
+    void* data = nullptr;
+    check(mtsarray_data(&raw_, &data));
+    return reinterpret_cast<uintptr_t>(data);
+}
+
+std::string Array::repr() const {
+    return "MtsArray(shape=" + nb::cast<std::string>(nb::repr(shape())) + ", dtype=" +
+           nb::cast<std::string>(nb::str(dtype())) + ", device='" + device() + "', stream=" +
+           std::to_string(stream()) + ")";
+}
+
+// ---- operations ------------------------------------------------------------
+
+void Array::synchronize() const {
+    mts_status_t status;
+    {
+        Busy busy(*this);
+        nb::gil_scoped_release release;
+        status = mtsarray_synchronize(&raw_);
+    }
+    check(status);
+}
+
+Array Array::copy(nb::handle device) const {
+    const DLDevice target = device.is_none() ? dl_device() : parse_device(device);
+    mts_array_t copied = {};
+    mts_status_t status;
+    {
+        Busy busy(*this);
+        nb::gil_scoped_release release;
+        status = raw_.copy(raw_.ptr, target, &copied);
+    }
+    check(status);
+    return adopt(copied);
+}
+
+void Array::move_data(const Array& input, nb::handle movements) {
+    Movements moves(movements);
+    mts_status_t status;
+    {
+        Busy output_busy(*this);
+        Busy input_busy(input);
+        nb::gil_scoped_release release;
+        status = raw_.move_data(raw_.ptr, input.raw_.ptr, moves.data(), moves.count());
+    }
+    if (status != MTS_SUCCESS) {
+        moves.raise_if_negative();
+        raise_last_error();
+    }
+}
+
+double Array::time_move_data(const Array& input, nb::handle movements, int64_t iterations) {
+    Movements moves(movements);
+    if (iterations < 1) {
+        raise(PyExc_ValueError, "iterations must be at least 1");
+    }
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < iterations; i++) {
+        check(raw_.move_data(raw_.ptr, input.raw_.ptr, moves.data(), moves.count()));
+    }
+    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    return elapsed.count() / static_cast<double>(iterations);
+}
+
+void Array::reshape(nb::handle shape) {
+    check_metadata_writable("reshape");
+    auto dimensions = parse_shape(shape, /*allow_infer=*/true);
+    for (auto& dimension : dimensions) {
+        if (dimension != SIZE_MAX) {
+            continue;
+        }
+        // the one -1: what the other dimensions leave of the array's size
+        const uintptr_t* current = nullptr;
+        uintptr_t count = 0;
+        check(raw_.shape(raw_.ptr, &current, &count));
+        uintptr_t size = 1, others = 1;
+        for (uintptr_t axis = 0; axis < count; axis++) {
+            size *= current[axis];
+        }
+        for (auto other : dimensions) {
+            others *= other == SIZE_MAX ? 1 : other;
+        }
+        if (others == 0 || size % others != 0) {
+            raise(PyExc_ValueError, "can not reshape an array of " + std::to_string(size) + " elements to " +
+                                        nb::cast<std::string>(nb::repr(shape)));
+        }
+        dimension = size / others;
+    }
+    check(raw_.reshape(raw_.ptr, dimensions.data(), dimensions.size()));
+}
+
+void Array::swap_axes(int64_t axis_1, int64_t axis_2) {
+    check_metadata_writable("swap the axes of");
+    const auto dimensions = static_cast<int64_t>(ndim());
+    for (int64_t* axis : {&axis_1, &axis_2}) {
+        if (*axis < 0) {
+            *axis += dimensions;
+        }
+        if (*axis < 0) {
+            raise(PyExc_ValueError, "swap_axes: axis " + std::to_string(*axis - dimensions) +
+                                        " is out of range for an array with " + std::to_string(dimensions) +
+                                        " dimensions");
+        }
+    }
+    check(raw_.swap_axes(raw_.ptr, static_cast<uintptr_t>(axis_1), static_cast<uintptr_t>(axis_2)));
+}
+
+// ---- DLPack ------------------------------------------------------------------
+
+nb::object Array::dlpack(nb::handle stream, nb::handle max_version, nb::handle dl_device,
+                         nb::handle copy) const {
+    // max_version: None or below 1 -> the pre-1.0 capsule
+    bool versioned = false;
+    if (!max_version.is_none()) {
+        if (!PyTuple_Check(max_version.ptr()) || PyTuple_GET_SIZE(max_version.ptr()) != 2) {
+            raise(PyExc_TypeError, "max_version must be a (major, minor) tuple, got " +
+                                       nb::cast<std::string>(nb::repr(max_version)));
+        }
+        const long major = PyLong_AsLong(PyTuple_GET_ITEM(max_version.ptr(), 0));
+        if (major == -1 && PyErr_Occurred()) {
+            throw nb::python_error();
+        }
+        versioned = major >= 1;
+    }
+    // copy: None (copy only when needed), True (always), False (never)
+    if (!copy.is_none() && !PyBool_Check(copy.ptr())) {
+        raise(PyExc_TypeError, "copy must be None, True or False, got " + nb::cast<std::string>(nb::repr(copy)));
+    }
+    const bool must_copy = copy.ptr() == Py_True;
+    const bool may_not_copy = copy.ptr() == Py_False;
+    // stream: None (the consumer uses the device's default stream) or a number
+    int64_t stream_value = 0;
+    const int64_t* stream_pointer = nullptr;
+    if (!stream.is_none()) {
+        if (!PyLong_Check(stream.ptr()) || PyBool_Check(stream.ptr())) {
+            raise(PyExc_TypeError, "stream must be None or a DLPack stream number (int), got " +
+                                       nb::cast<std::string>(nb::repr(stream)));
+        }
+        stream_value = PyLong_AsLongLong(stream.ptr());
+        if (stream_value == -1 && PyErr_Occurred()) {
+            throw nb::python_error();
+        }
+        stream_pointer = &stream_value;
+    }
+
+    const DLDevice own = this->dl_device();
+    const DLDevice target = dl_device.is_none() ? own : parse_device(dl_device);
+    if (may_not_copy && !same_device(own, target)) {
+        raise(PyExc_BufferError, "copy=False, but exporting this " + device_name(own) + " array to " +
+                                     device_name(target) + " needs a copy");
+    }
+
+    const DLPackVersion version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    DLManagedTensorVersioned* tensor = nullptr;
+    mts_status_t status;
+    // only a host consumer of device data waits, and only then is the GIL released
+    const bool may_wait = must_copy || (is_host_accessible(target.device_type) && !is_host_accessible(own.device_type));
+    const auto do_export = [&]() {
+        if (!must_copy) {
+            return raw_.as_dlpack(raw_.ptr, &tensor, target, stream_pointer, version);
+        }
+        mts_array_t copied = {};
+        mts_status_t result = raw_.copy(raw_.ptr, target, &copied);
+        if (result != MTS_SUCCESS) {
+            return result;
+        }
+        result = copied.as_dlpack(copied.ptr, &tensor, target, stream_pointer, version);
+        copied.destroy(copied.ptr);  // the export keeps the copy's memory
+        if (result == MTS_SUCCESS) {
+            tensor->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+        }
+        return result;
+    };
+    if (may_wait) {
+        Busy busy(*this);
+        nb::gil_scoped_release release;
+        status = do_export();
+    } else {
+        status = do_export();
+    }
+    check(status);
+    return export_capsule(tensor, versioned);
+}
+
+nb::tuple Array::dlpack_device() const {
+    const DLDevice device = dl_device();
+    return nb::make_tuple(device.device_type, device.device_id);
+}
+
+// ---- from_dlpack --------------------------------------------------------------
+
+Array from_dlpack(nb::handle object, nb::handle stream) {
+    nb::object number;  // the stream number the producer orders its work on
+    if (!stream.is_none()) {
+        if (is_stream_object(stream)) {
+            // a stream object's default-stream handle needs the device type
+            nb::object device = object.attr("__dlpack_device__")();
+            number = nb::int_(stream_number(stream, parse_device_type(device[0])));
+        } else {
+            number = nb::borrow(stream);
+        }
+    }
+    nb::object capsule = PyCapsule_CheckExact(object.ptr()) ? nb::borrow(object)
+                                                             : request_capsule(object, number.ptr());
+    DLManagedTensorVersioned* tensor = consume_capsule(capsule);
+
+    mts_array_t raw = {};
+    mts_status_t status;
+    if (imports_without_copy(tensor)) {
+        status = mtsarray_from_dlpack(tensor, &raw);
+    } else {
+        nb::gil_scoped_release release;
+        status = mtsarray_from_dlpack(tensor, &raw);
+    }
+    check(status);
+    Array array = Array::adopt(raw);
+    if (!stream.is_none()) {
+        array.set_stream(stream);
+    }
+    return array;
+}
+
+}  // namespace mtsarray_python

@@ -1,0 +1,158 @@
+#include "functions.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mtsarray.h"
+
+#include "conversions.hpp"
+#include "errors.hpp"
+
+namespace nb = nanobind;
+
+namespace mtsarray_python {
+
+namespace {
+
+[[noreturn]] void raise(PyObject* type, const std::string& message) {
+    PyErr_SetString(type, message.c_str());
+    throw nb::python_error();
+}
+
+std::string text(nb::handle value) {
+    return nb::cast<std::string>(nb::str(value));
+}
+
+/// bfloat16 bits of `value`, rounded to nearest even (NaN stays NaN).
+uint16_t to_bfloat16(float value) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &value, sizeof(bits));
+    if (std::isnan(value)) {
+        return static_cast<uint16_t>((bits >> 16) | 0x0040);
+    }
+    bits += 0x7FFF + ((bits >> 16) & 1);
+    return static_cast<uint16_t>(bits >> 16);
+}
+
+/// The bytes of one element of `dtype` holding `value`; rejects values the
+/// dtype can not hold (300 in int8, 2.5 in int32, 1j in float64).
+std::vector<unsigned char> element_bytes(nb::handle value, DLDataType dtype) {
+    nb::handle np = numpy();
+    nb::object source = np.attr("asarray")(value);
+    if (nb::cast<size_t>(source.attr("ndim")) != 0) {
+        raise(PyExc_ValueError, "the fill value must be a scalar, got an array of shape " +
+                                    text(nb::repr(source.attr("shape"))));
+    }
+    const auto source_kind = nb::cast<std::string>(source.attr("dtype").attr("kind"));
+    if (source_kind != "b" && source_kind != "i" && source_kind != "u" && source_kind != "f" && source_kind != "c") {
+        raise(PyExc_TypeError, "the fill value must be a number, got " + text(nb::repr(value)));
+    }
+    if (dtype.code == kDLBfloat) {
+        if (source_kind == "c") {
+            raise(PyExc_TypeError, "can not fill a bfloat16 array with the complex " + text(nb::repr(value)));
+        }
+        const uint16_t bits = to_bfloat16(nb::cast<float>(source.attr("astype")("float32").attr("item")()));
+        std::vector<unsigned char> bytes(sizeof(bits));
+        std::memcpy(bytes.data(), &bits, sizeof(bits));
+        return bytes;
+    }
+    nb::object target = dtype_object(dtype);
+    const auto target_kind = nb::cast<std::string>(target.attr("kind"));
+    nb::object converted = np.attr("asarray")(value, target);
+    bool exact = true;
+    if (target_kind == "b" || target_kind == "i" || target_kind == "u") {
+        // must come back unchanged: no truncation, no wrap-around
+        exact = converted.attr("astype")(source.attr("dtype")).equal(source);
+    } else if (target_kind == "f" && source_kind == "c") {
+        exact = nb::cast<double>(source.attr("imag")) == 0.0;
+    }
+    if (!exact) {
+        raise(PyExc_ValueError, "the fill value " + text(nb::repr(value)) + " can not be represented in " +
+                                    text(target));
+    }
+    nb::bytes bytes = nb::cast<nb::bytes>(converted.attr("tobytes")());
+    const auto* data = static_cast<const unsigned char*>(bytes.data());
+    return std::vector<unsigned char>(data, data + bytes.size());
+}
+
+}  // namespace
+
+Array zeros(nb::handle shape, nb::handle dtype, nb::handle device) {
+    const auto dimensions = parse_shape(shape);
+    const DLDataType dl_dtype = parse_dtype(dtype);
+    const DLDevice dl_device = parse_device(device);
+    mts_array_t raw = {};
+    check(mtsarray_zeros(dl_device, dl_dtype, dimensions.data(), dimensions.size(), &raw));
+    return Array::adopt(raw);
+}
+
+Array full(nb::handle shape, nb::handle value, nb::handle dtype, nb::handle device) {
+    const auto dimensions = parse_shape(shape);
+    // no dtype: the one NumPy gives the value (bool, int64, float64, complex128)
+    const DLDataType dl_dtype = parse_dtype(dtype.is_none() ? numpy().attr("asarray")(value).attr("dtype") : dtype);
+    const DLDevice dl_device = parse_device(device);
+    const auto bytes = element_bytes(value, dl_dtype);
+    mts_array_t raw = {};
+    check(mtsarray_full(dl_device, dl_dtype, dimensions.data(), dimensions.size(), bytes.data(), &raw));
+    return Array::adopt(raw);
+}
+
+bool backend_available(nb::handle device_type) {
+    bool available = false;
+    check(mtsarray_backend_available(parse_device_type(device_type), &available));
+    return available;
+}
+
+std::string backend_unavailable_reason(nb::handle device_type) {
+    const char* reason = mtsarray_backend_unavailable_reason(parse_device_type(device_type));
+    return reason == nullptr ? "" : reason;
+}
+
+uintptr_t tensormap_to(uintptr_t address, nb::handle device, nb::handle stream) {
+    if (address == 0) {
+        raise(PyExc_ValueError, "tensormap_to: the TensorMap is empty (released)");
+    }
+    const DLDevice target = parse_device(device);
+    const int64_t number = stream_number(stream, target.device_type);
+    mts_tensormap_t* result = nullptr;
+    mts_status_t status;
+    {
+        nb::gil_scoped_release release;
+        status = mtsarray_tensormap_to(reinterpret_cast<const mts_tensormap_t*>(address), target, number, &result);
+    }
+    check(status);
+    return reinterpret_cast<uintptr_t>(result);
+}
+
+Array borrow(uintptr_t address, nb::object owner) {
+    if (address == 0) {
+        raise(PyExc_ValueError, "a null mts_array_t address");
+    }
+    return Array::borrow(*reinterpret_cast<const mts_array_t*>(address), std::move(owner));
+}
+
+nb::object to_numpy(nb::handle array, nb::handle dtype, nb::handle copy) {
+    const Array& self = nb::cast<const Array&>(array);
+    const DLDevice device = self.dl_device();
+    if (device.device_type != kDLCPU && device.device_type != kDLCUDAHost && device.device_type != kDLCUDAManaged &&
+        device.device_type != kDLROCMHost) {
+        raise(PyExc_TypeError, "this array's data is on " + device_name(device) +
+                                   ": NumPy only reads host memory. Copy it first (array.copy('cpu')), or "
+                                   "read it with a GPU framework (torch.from_dlpack, cupy.from_dlpack)");
+    }
+    nb::object result = numpy().attr("from_dlpack")(array);
+    if (!dtype.is_none() && !result.attr("dtype").equal(numpy().attr("dtype")(dtype))) {
+        if (copy.ptr() == Py_False) {
+            raise(PyExc_ValueError, "copy=False, but changing the dtype needs a copy");
+        }
+        return result.attr("astype")(dtype);
+    }
+    if (copy.ptr() == Py_True) {
+        return result.attr("copy")();
+    }
+    return result;
+}
+
+}  // namespace mtsarray_python

@@ -1,0 +1,30 @@
+#pragma once
+// The module-level functions: making arrays, backend availability, and the
+// bridge to the metatensor package (TensorMaps and arrays it owns).
+
+#include <cstdint>
+#include <string>
+
+#include <nanobind/nanobind.h>
+
+#include "array.hpp"
+
+namespace mtsarray_python {
+
+Array zeros(nanobind::handle shape, nanobind::handle dtype, nanobind::handle device);
+Array full(nanobind::handle shape, nanobind::handle value, nanobind::handle dtype, nanobind::handle device);
+
+bool backend_available(nanobind::handle device_type);
+std::string backend_unavailable_reason(nanobind::handle device_type);
+
+/// mtsarray_tensormap_to on the mts_tensormap_t at `address`; returns the
+/// address of the new tensor map (the caller owns it).
+uintptr_t tensormap_to(uintptr_t address, nanobind::handle device, nanobind::handle stream);
+
+/// A view of the mts_array_t (a struct) at `address`, owned by `owner`.
+Array borrow(uintptr_t address, nanobind::object owner);
+
+/// `array` as a NumPy array (zero-copy for host memory), for __array__.
+nanobind::object to_numpy(nanobind::handle array, nanobind::handle dtype, nanobind::handle copy);
+
+}  // namespace mtsarray_python

@@ -1,0 +1,256 @@
+// mtsarray._mtsarray: the compiled part of the `mtsarray` package. Every
+// public name is documented here; the type hints come from the nb::sig
+// signatures (nanobind's stubgen writes them to _mtsarray.pyi).
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include "mtsarray.h"
+
+#include "array.hpp"
+#include "errors.hpp"
+#include "functions.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using mtsarray_python::Array;
+
+namespace {
+
+constexpr const char* module_doc = R"(The compiled core of mtsarray: arrays, DLPack and the metatensor bridge.
+
+Import the ``mtsarray`` package rather than this module: it loads the
+metatensor package's libmetatensor first, so that both share one copy.)";
+
+constexpr const char* array_doc = R"(An array made by mtsarray: a metatensor ``mts_array_t`` whose data lives on
+the CPU, a CUDA GPU or a ROCm GPU.
+
+Make one with :func:`zeros`, :func:`full` or :func:`from_dlpack`; read its
+data with any DLPack consumer (``numpy.from_dlpack``, ``torch.from_dlpack``,
+``cupy.from_dlpack``, ``jax.dlpack.from_dlpack``), zero-copy on the same
+device. An MtsArray owns its array and releases it when it is garbage
+collected; DLPack exports keep the data alive after that. The values of a
+TensorBlock read through the metatensor package are views of arrays that
+metatensor owns (``is_view``): their data can be read and written, but not
+their shape or stream.
+
+All the work on an array (copies, move_data, swap_axes) is queued on its
+``stream`` and never blocks the host on device memory.)";
+
+constexpr const char* dlpack_doc = R"(Export the array as a DLPack capsule (array API standard 2024.12).
+
+:param stream: the consumer's stream, as a DLPack stream number for the
+    consumer's device: CUDA ``1`` (legacy default), ``2`` (per-thread default)
+    or a ``cudaStream_t`` handle; ROCm ``0`` or a ``hipStream_t`` handle;
+    ``-1`` asks for no synchronisation; ``None`` is the device's default
+    stream. The consumer's stream is made to wait for the work queued on
+    the array (a device-side event: the host does not block). A host
+    consumer of device data gets the data once the work is done.
+:param max_version: the highest DLPack version the consumer understands;
+    ``None`` or a major version below 1 gives a pre-1.0 ``"dltensor"``
+    capsule, otherwise a ``"dltensor_versioned"`` one (DLPack 1.x).
+:param dl_device: the device to export to, as ``(device_type, device_id)``;
+    another device than the array's means a copy.
+:param copy: ``True`` always copies, ``False`` never (``BufferError`` if
+    ``dl_device`` needs it), ``None`` copies only when needed.
+:raises BufferError: the export needs a copy and ``copy=False``, or a
+    pre-1.0 capsule of read-only data was asked for.
+:raises mtsarray.Error: an invalid stream for the device, a device without
+    a usable backend, ...)";
+
+constexpr const char* move_data_doc = R"(Copy parts of ``input`` into this array (metatensor's ``move_data``).
+
+For every row ``(sample_in, sample_out, properties_start_in,
+properties_start_out, properties_length)`` of ``movements``::
+
+    self[sample_out, ..., properties_start_out + x] =
+        input[sample_in, ..., properties_start_in + x]   for x < properties_length
+
+Both arrays have the same dtype, device and component dimensions. The copy
+is queued on this array's stream, which first waits for the work queued on
+``input``'s stream; the call does not wait for the device. Every movement is
+checked before anything is written: on error, this array is untouched.
+Two movements writing the same element: on a GPU one wins (unspecified),
+on the CPU the last one.
+
+:param input: the array to read (an MtsArray, not modified).
+:param movements: an ``(N, 5)`` array-like of non-negative integers. A
+    C-contiguous NumPy array of int64 or uint64 is read in place, with no
+    per-movement work in Python; anything else is converted once.
+:raises TypeError: ``movements`` are not integers.
+:raises ValueError: ``movements`` do not have the shape (N, 5), or hold a
+    negative number.
+:raises mtsarray.Error: a movement out of range, another dtype, device or
+    component shape.)";
+
+constexpr const char* from_dlpack_doc = R"(Make an MtsArray from any object speaking DLPack.
+
+NumPy, PyTorch, CuPy and JAX arrays, another MtsArray, or a DLPack capsule.
+The producer is asked for DLPack 1.x (``max_version``), falling back to the
+pre-1.0 protocol for older producers. The data is shared (zero-copy) when it
+is C-contiguous and writable; otherwise it is copied on the same device.
+
+:param x: the producer.
+:param stream: the stream the new array works on: a DLPack stream number
+    or a stream object (``torch.cuda.Stream``, ``cupy.cuda.Stream``, anything
+    with ``__cuda_stream__``, which the array then keeps alive). It is passed
+    to the producer, which orders its pending work before it. ``None``: the
+    device's default stream (CUDA legacy, ROCm default), the producer's
+    default too.
+:raises TypeError: ``x`` does not speak DLPack.
+:raises mtsarray.Error: mtsarray can not hold the data (dtype, device).)";
+
+constexpr const char* zeros_doc = R"(A new array of zeros.
+
+:param shape: the dimensions (an int or a sequence of ints).
+:param dtype: a NumPy dtype or its name (``"float32"``, ``numpy.int64``, ...)
+    among bool, (u)int8 to (u)int64, float16 to float64, complex64,
+    complex128; or ``"bfloat16"``.
+:param device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"rocm:0"``, ... or a
+    DLPack ``(device_type, device_id)`` pair.
+:return: an array whose memory is allocated and zeroed on the device's
+    default stream (the call does not wait for a GPU).
+:raises mtsarray.Error: the device's backend is not usable here
+    (:func:`backend_unavailable_reason` says why), out of memory.)";
+
+constexpr const char* full_doc = R"(A new array filled with ``value``.
+
+:param shape: the dimensions (an int or a sequence of ints).
+:param value: a scalar the dtype can hold exactly (``2.5`` does not fit an
+    int32 array, ``300`` does not fit int8: ``ValueError``).
+:param dtype: as in :func:`zeros`; ``None`` takes NumPy's dtype of ``value``
+    (bool, int64, float64 or complex128).
+:param device: as in :func:`zeros`.)";
+
+}  // namespace
+
+NB_MODULE(_mtsarray, m) {
+    m.doc() = module_doc;
+    // arrays may legitimately outlive the module at exit (held by metatensor)
+    nb::set_leak_warnings(false);
+    mtsarray_python::register_error_type(m);
+    m.attr("_library_version") = mtsarray_version();
+
+    nb::enum_<DLDeviceType>(m, "DLDeviceType", nb::is_arithmetic(),
+                            "DLPack device types, as returned by ``MtsArray.__dlpack_device__``.")
+        .value("kDLCPU", kDLCPU)
+        .value("kDLCUDA", kDLCUDA)
+        .value("kDLCUDAHost", kDLCUDAHost)
+        .value("kDLOpenCL", kDLOpenCL)
+        .value("kDLVulkan", kDLVulkan)
+        .value("kDLMetal", kDLMetal)
+        .value("kDLVPI", kDLVPI)
+        .value("kDLROCM", kDLROCM)
+        .value("kDLROCMHost", kDLROCMHost)
+        .value("kDLExtDev", kDLExtDev)
+        .value("kDLCUDAManaged", kDLCUDAManaged)
+        .value("kDLOneAPI", kDLOneAPI)
+        .value("kDLWebGPU", kDLWebGPU)
+        .value("kDLHexagon", kDLHexagon)
+        .value("kDLMAIA", kDLMAIA)
+        .value("kDLTrn", kDLTrn);
+
+    nb::class_<Array>(m, "MtsArray", array_doc)
+        .def_prop_ro("shape", &Array::shape, nb::sig("def shape(self) -> tuple[int, ...]"),
+                     "The dimensions, a tuple of ints.")
+        .def_prop_ro("ndim", &Array::ndim, "The number of dimensions.")
+        .def_prop_ro("dtype", &Array::dtype, nb::sig("def dtype(self) -> numpy.dtype | str"),
+                     "The element type: a ``numpy.dtype``, or a name (``\"bfloat16\"``, ...) for DLPack "
+                     "types NumPy does not have.")
+        .def_prop_ro("device", &Array::device,
+                     "Where the data lives: ``\"cpu\"``, ``\"cuda:0\"``, ``\"rocm:1\"``, ``\"cuda_host\"``, ...")
+        .def_prop_rw(
+            "stream", &Array::stream, [](Array& self, nb::handle stream) { self.set_stream(stream); },
+            nb::for_getter(nb::sig("def stream(self) -> int")),
+            nb::for_setter(nb::sig("def stream(self, stream: int | object | None, /) -> None")),
+            nb::for_getter(
+                "The DLPack number of the stream the array's work is queued on (CUDA: 1 legacy default, "
+                "2 per-thread default, >2 a ``cudaStream_t``; ROCm: 0 default, >2 a ``hipStream_t``; "
+                "CPU arrays: -1).\n\n"
+                "Setting it to a number, a stream object (``torch.cuda.Stream``, ``cupy.cuda.Stream``, "
+                "``__cuda_stream__``) or ``None`` (the default stream) makes later work go there, after "
+                "the work already queued (the new stream waits on an event; the host does not block). "
+                "Keep a stream given as a number alive as long as the array and its DLPack exports; a "
+                "stream object is kept alive by the array, and the array's memory is released on the "
+                "default stream once it is gone."))
+        .def_prop_ro("data_ptr", &Array::data_pointer,
+                     "The address of the first element, on the array's device (a device pointer for GPU "
+                     "arrays). Work may still be queued on it: synchronise before reading.")
+        .def_prop_ro("is_view", &Array::is_view,
+                     "True for a view of an array that metatensor owns (a TensorBlock's values): its shape "
+                     "and stream can not be changed.")
+        .def("__len__",
+             [](const Array& self) {
+                 nb::tuple shape = self.shape();
+                 if (nb::len(shape) == 0) {
+                     throw nb::type_error("len() of a 0-d array");
+                 }
+                 return nb::cast<size_t>(shape[0]);
+             },
+             "The first dimension.")
+        .def("__repr__", &Array::repr)
+        .def("__array__", &mtsarray_python::to_numpy, "dtype"_a = nb::none(), "copy"_a = nb::none(),
+             nb::sig("def __array__(self, dtype: numpy.typing.DTypeLike | None = None, copy: bool | None = None) "
+                     "-> numpy.ndarray"),
+             "The data as a NumPy array (``numpy.asarray(array)``): zero-copy for host memory, "
+             "``TypeError`` for GPU memory.")
+        .def("copy", &Array::copy, "device"_a = nb::none(),
+             nb::sig("def copy(self, device: str | tuple[int, int] | None = None) -> MtsArray"),
+             "A deep copy on ``device`` (default: the array's own), on that device's default stream. A "
+             "copy to the host waits for the data; device copies do not block the host.")
+        .def("move_data", &Array::move_data, "input"_a, "movements"_a,
+             nb::sig("def move_data(self, input: MtsArray, movements: numpy.typing.ArrayLike) -> None"),
+             move_data_doc)
+        .def("reshape", &Array::reshape, "shape"_a,
+             nb::sig("def reshape(self, shape: int | collections.abc.Sequence[int]) -> None"),
+             "Change the shape in place (metatensor's ``reshape``): same number of elements, same data. "
+             "One dimension may be -1, inferred.")
+        .def("swap_axes", &Array::swap_axes, "axis_1"_a, "axis_2"_a,
+             "Swap two axes in place (metatensor's ``swap_axes``): the data is transposed into new "
+             "memory, queued on the array's stream. Negative axes count from the end.")
+        .def("synchronize", &Array::synchronize,
+             "Block the calling thread (not other Python threads) until all the work queued on the "
+             "array is done.")
+        .def("__dlpack__", &Array::dlpack, nb::kw_only(), "stream"_a = nb::none(), "max_version"_a = nb::none(),
+             "dl_device"_a = nb::none(), "copy"_a = nb::none(),
+             nb::sig("def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None, "
+                     "dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> typing_extensions.CapsuleType"),
+             dlpack_doc)
+        .def("__dlpack_device__", &Array::dlpack_device,
+             nb::sig("def __dlpack_device__(self) -> tuple[DLDeviceType, int]"),
+             "The array's device as DLPack ``(device_type, device_id)`` (array API standard 2024.12).");
+
+    m.def("zeros", &mtsarray_python::zeros, "shape"_a, "dtype"_a = "float64", "device"_a = "cpu",
+          nb::sig("def zeros(shape: int | collections.abc.Sequence[int], dtype: numpy.typing.DTypeLike = 'float64', "
+                  "device: str | tuple[int, int] = 'cpu') -> MtsArray"),
+          zeros_doc);
+    m.def("full", &mtsarray_python::full, "shape"_a, "value"_a, "dtype"_a = nb::none(), "device"_a = "cpu",
+          nb::sig("def full(shape: int | collections.abc.Sequence[int], value: bool | int | float | complex, "
+                  "dtype: numpy.typing.DTypeLike | None = None, device: str | tuple[int, int] = 'cpu') -> MtsArray"),
+          full_doc);
+    m.def("from_dlpack", &mtsarray_python::from_dlpack, "x"_a, nb::kw_only(), "stream"_a = nb::none(),
+          nb::sig("def from_dlpack(x: object, /, *, stream: int | object | None = None) -> MtsArray"),
+          from_dlpack_doc);
+    m.def("backend_available", &mtsarray_python::backend_available, "device_type"_a,
+          nb::sig("def backend_available(device_type: str | int) -> bool"),
+          "Whether arrays can be made on ``device_type`` (``\"cpu\"``, ``\"cuda\"``, ``\"rocm\"``, a device "
+          "such as ``\"cuda:1\"``, or a DLPack device type): its backend was compiled in and a driver and a "
+          "device are present. The CPU always is.");
+    m.def("backend_unavailable_reason", &mtsarray_python::backend_unavailable_reason, "device_type"_a,
+          nb::sig("def backend_unavailable_reason(device_type: str | int) -> str"),
+          "Why ``device_type`` can not be used here (not compiled in, no driver, no device), or ``\"\"`` "
+          "when :func:`backend_available` is true.");
+
+    // for the Python side of the package (mtsarray/_metatensor.py, bench/)
+    m.def("_tensormap_to", &mtsarray_python::tensormap_to, "address"_a, "device"_a, "stream"_a = nb::none(),
+          "mtsarray_tensormap_to on the mts_tensormap_t at ``address``: the address of the new one.");
+    m.def("_borrow", &mtsarray_python::borrow, "address"_a, "owner"_a,
+          "A view of the mts_array_t struct at ``address``, keeping ``owner`` alive.");
+    m.def("_time_move_data",
+          [](Array& output, const Array& input, nb::handle movements, int64_t iterations) {
+              return output.time_move_data(input, movements, iterations);
+          },
+          "output"_a, "input"_a, "movements"_a, "iterations"_a,
+          "Seconds per call of the C move_data callback, called ``iterations`` times from C++ with the "
+          "movements read as MtsArray.move_data reads them (bench/python_overhead.py).");
+}
