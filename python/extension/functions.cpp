@@ -11,6 +11,7 @@
 #include "errors.hpp"
 
 namespace nb = nanobind;
+using namespace nb::literals;
 
 namespace mtsarray_python {
 
@@ -19,6 +20,15 @@ namespace {
 [[noreturn]] void raise(PyObject* type, const std::string& message) {
     PyErr_SetString(type, message.c_str());
     throw nb::python_error();
+}
+
+/// Python truth of `value` (NumPy bools included).
+bool truthy(nb::handle value) {
+    const int result = PyObject_IsTrue(value.ptr());
+    if (result < 0) {
+        throw nb::python_error();
+    }
+    return result != 0;
 }
 
 std::string text(nb::handle value) {
@@ -37,7 +47,8 @@ uint16_t to_bfloat16(float value) {
 }
 
 /// The bytes of one element of `dtype` holding `value`; rejects values the
-/// dtype can not hold (300 in int8, 2.5 in int32, 1j in float64).
+/// dtype can not hold (300 in int8, 2.5 in int32, 1j in float64, 1e10 in
+/// float16, 2 in bool) rather than wrapping or truncating them.
 std::vector<unsigned char> element_bytes(nb::handle value, DLDataType dtype) {
     nb::handle np = numpy();
     nb::object source = np.attr("asarray")(value);
@@ -45,32 +56,70 @@ std::vector<unsigned char> element_bytes(nb::handle value, DLDataType dtype) {
         raise(PyExc_ValueError, "the fill value must be a scalar, got an array of shape " +
                                     text(nb::repr(source.attr("shape"))));
     }
-    const auto source_kind = nb::cast<std::string>(source.attr("dtype").attr("kind"));
+    auto source_kind = nb::cast<std::string>(source.attr("dtype").attr("kind"));
     if (source_kind != "b" && source_kind != "i" && source_kind != "u" && source_kind != "f" && source_kind != "c") {
         raise(PyExc_TypeError, "the fill value must be a number, got " + text(nb::repr(value)));
     }
-    if (dtype.code == kDLBfloat) {
-        if (source_kind == "c") {
-            raise(PyExc_TypeError, "can not fill a bfloat16 array with the complex " + text(nb::repr(value)));
+    const bool bfloat16 = dtype.code == kDLBfloat;
+    nb::object target = bfloat16 ? np.attr("dtype")("float32") : dtype_object(dtype);
+    const auto target_kind = nb::cast<std::string>(target.attr("kind"));
+    const auto not_representable = [&]() {
+        raise(PyExc_ValueError, "the fill value " + text(nb::repr(value)) + " can not be represented in " +
+                                    (bfloat16 ? std::string("bfloat16") : text(target)));
+    };
+
+    if (source_kind == "c" && target_kind != "c") {
+        if (nb::cast<double>(source.attr("imag")) != 0.0) {
+            not_representable();
         }
-        const uint16_t bits = to_bfloat16(nb::cast<float>(source.attr("astype")("float32").attr("item")()));
+        source = source.attr("real");
+        source_kind = "f";
+    }
+    if (target_kind == "b" || target_kind == "i" || target_kind == "u") {
+        // integers and bools take exact integers in their range only
+        nb::object exact;
+        if (source_kind == "f") {
+            const double number = nb::cast<double>(source.attr("item")());
+            if (!std::isfinite(number) || number != std::trunc(number)) {
+                not_representable();
+            }
+            exact = nb::steal(PyLong_FromDouble(number));
+        } else {
+            exact = nb::int_(source.attr("item")());
+        }
+        nb::object low = target_kind == "b" ? nb::int_(0) : np.attr("iinfo")(target).attr("min");
+        nb::object high = target_kind == "b" ? nb::int_(1) : np.attr("iinfo")(target).attr("max");
+        if (exact < low || exact > high) {
+            not_representable();
+        }
+        source = exact;
+    }
+    nb::object converted;
+    {
+        // an overflow is reported below, as an error, not as a NumPy warning
+        nb::object quiet = np.attr("errstate")("over"_a = "ignore");
+        quiet.attr("__enter__")();
+        try {
+            converted = np.attr("asarray")(source, target);
+        } catch (...) {
+            quiet.attr("__exit__")(nb::none(), nb::none(), nb::none());
+            throw;
+        }
+        quiet.attr("__exit__")(nb::none(), nb::none(), nb::none());
+    }
+    if (target_kind == "f" || target_kind == "c") {
+        // no overflow to infinity (1e10 in float16)
+        const bool finite_before = truthy(np.attr("isfinite")(source));
+        const bool finite_after = truthy(np.attr("isfinite")(converted));
+        if (finite_before && !finite_after) {
+            not_representable();
+        }
+    }
+    if (bfloat16) {
+        const uint16_t bits = to_bfloat16(nb::cast<float>(converted.attr("item")()));
         std::vector<unsigned char> bytes(sizeof(bits));
         std::memcpy(bytes.data(), &bits, sizeof(bits));
         return bytes;
-    }
-    nb::object target = dtype_object(dtype);
-    const auto target_kind = nb::cast<std::string>(target.attr("kind"));
-    nb::object converted = np.attr("asarray")(value, target);
-    bool exact = true;
-    if (target_kind == "b" || target_kind == "i" || target_kind == "u") {
-        // must come back unchanged: no truncation, no wrap-around
-        exact = converted.attr("astype")(source.attr("dtype")).equal(source);
-    } else if (target_kind == "f" && source_kind == "c") {
-        exact = nb::cast<double>(source.attr("imag")) == 0.0;
-    }
-    if (!exact) {
-        raise(PyExc_ValueError, "the fill value " + text(nb::repr(value)) + " can not be represented in " +
-                                    text(target));
     }
     nb::bytes bytes = nb::cast<nb::bytes>(converted.attr("tobytes")());
     const auto* data = static_cast<const unsigned char*>(bytes.data());

@@ -163,6 +163,7 @@ NB_MODULE(_mtsarray, m) {
             "stream", &Array::stream, [](Array& self, nb::handle stream) { self.set_stream(stream); },
             nb::for_getter(nb::sig("def stream(self) -> int")),
             nb::for_setter(nb::sig("def stream(self, stream: int | object | None, /) -> None")),
+            nb::for_setter(nb::arg("stream").none()),
             nb::for_getter(
                 "The DLPack number of the stream the array's work is queued on (CUDA: 1 legacy default, "
                 "2 per-thread default, >2 a ``cudaStream_t``; ROCm: 0 default, >2 a ``hipStream_t``; "

@@ -1,0 +1,36 @@
+"""Shared helpers of the mtsarray package's tests.
+
+Optional modules (torch, cupy, jax) and devices make tests skip with the
+reason. The package's own requirements (mtsarray, numpy, metatensor) skip
+too on a developer's machine, but fail when MTSARRAY_PYTHON_TESTS_REQUIRED=1
+(scripts/test.sh sets it under CI), so that CI never passes by skipping.
+"""
+
+import importlib
+import os
+
+import pytest
+
+
+def require(name):
+    """Import a module the tests can not do without."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        if os.environ.get("MTSARRAY_PYTHON_TESTS_REQUIRED") == "1":
+            pytest.fail(f"'{name}' is required (MTSARRAY_PYTHON_TESTS_REQUIRED=1): {error}", pytrace=False)
+        pytest.skip(f"the Python module '{name}' is not available ({error})", allow_module_level=True)
+
+
+def optional(name):
+    """Import an optional module, or None."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def loaded_libraries(name):
+    """Distinct files mapped into this process whose name contains `name`."""
+    with open("/proc/self/maps") as maps:
+        return sorted({line.split()[-1] for line in maps if name in line.split()[-1]})

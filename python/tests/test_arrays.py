@@ -1,0 +1,277 @@
+"""Making arrays and reading their metadata; every argument error."""
+
+import gc
+
+import pytest
+from conftest import require
+
+np = require("numpy")
+mtsarray = require("mtsarray")
+
+# every NumPy dtype with a DLPack equivalent
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64", "complex64", "complex128"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_zeros_and_full_for_every_dtype(dtype):
+    zeros = mtsarray.zeros((3, 2), dtype=dtype)
+    assert zeros.dtype == np.dtype(dtype)
+    assert zeros.shape == (3, 2)
+    np.testing.assert_array_equal(np.asarray(zeros), np.zeros((3, 2), dtype=dtype))
+
+    value = {"b": True, "c": 1.5 - 2j, "f": -1.5}.get(np.dtype(dtype).kind, 7)
+    full = mtsarray.full((4,), value, dtype=dtype)
+    assert full.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(np.asarray(full), np.full((4,), value, dtype=dtype))
+
+
+def test_dtypes_as_names_types_and_objects():
+    for dtype in ["float32", np.float32, np.dtype("float32"), "f4"]:
+        assert mtsarray.zeros(2, dtype=dtype).dtype == np.float32
+    assert mtsarray.zeros(2).dtype == np.float64
+    assert mtsarray.zeros(2, dtype="bfloat16").dtype == "bfloat16"
+
+
+def test_full_infers_the_dtype_of_the_value():
+    assert mtsarray.full(2, True).dtype == np.bool_
+    assert mtsarray.full(2, 3).dtype == np.int64
+    assert mtsarray.full(2, 3.0).dtype == np.float64
+    assert mtsarray.full(2, 1j).dtype == np.complex128
+    assert mtsarray.full(2, np.float32(1.5)).dtype == np.float32
+
+
+def test_bfloat16_arrays():
+    # NumPy has no bfloat16: the dtype is its DLPack name, and NumPy refuses the export
+    array = mtsarray.full((3,), 1.5, dtype="bfloat16")
+    assert array.dtype == "bfloat16"
+    assert "dtype=bfloat16" in repr(array)
+    with pytest.raises((BufferError, TypeError, RuntimeError)):
+        np.from_dlpack(array)
+    with pytest.raises(ValueError, match="bfloat16"):
+        mtsarray.full(3, 1e39, dtype="bfloat16")
+
+
+def test_full_refuses_values_the_dtype_can_not_hold():
+    with pytest.raises(ValueError, match="can not be represented in int32"):
+        mtsarray.full(3, 2.5, dtype="int32")
+    with pytest.raises(ValueError, match="can not be represented in int8"):
+        mtsarray.full(3, 300, dtype="int8")
+    with pytest.raises(ValueError, match="can not be represented in float16"):
+        mtsarray.full(3, 1e10, dtype="float16")
+    with pytest.raises(ValueError, match="can not be represented in bool"):
+        mtsarray.full(3, 2, dtype="bool")
+    with pytest.raises(ValueError, match="can not be represented in int64"):
+        mtsarray.full(3, float("nan"), dtype="int64")
+    with pytest.raises(ValueError, match="can not be represented in uint8"):
+        mtsarray.full(3, np.int64(-1), dtype="uint8")
+    with pytest.raises(ValueError, match="can not be represented in float64"):
+        mtsarray.full(3, 1 + 1j, dtype="float64")
+    with pytest.raises(ValueError, match="must be a scalar"):
+        mtsarray.full(3, [1.0, 2.0])
+    with pytest.raises(TypeError, match="must be a number"):
+        mtsarray.full(3, "one", dtype="float64")
+    with pytest.raises(TypeError):
+        mtsarray.full(3, "one")
+    # exact values of another kind are fine
+    np.testing.assert_array_equal(np.asarray(mtsarray.full(2, 3.0, dtype="int8")), [3, 3])
+    np.testing.assert_array_equal(np.asarray(mtsarray.full(2, 2 + 0j, dtype="float32")), [2, 2])
+    np.testing.assert_array_equal(np.asarray(mtsarray.full(2, 1, dtype="bool")), [True, True])
+    np.testing.assert_array_equal(np.asarray(mtsarray.full(2, 2**64 - 1, dtype="uint64")), [2**64 - 1] * 2)
+    np.testing.assert_array_equal(np.asarray(mtsarray.full(2, float("inf"))), [np.inf, np.inf])
+
+
+def test_shapes():
+    for shape, expected in [((), ()), (0, (0,)), (5, (5,)), ((2, 0, 3), (2, 0, 3)), ([2, 3, 4, 1], (2, 3, 4, 1)),
+                            ((np.int64(2), np.int32(3)), (2, 3))]:
+        array = mtsarray.full(shape, 1.5)
+        assert array.shape == expected
+        assert array.ndim == len(expected)
+        np.testing.assert_array_equal(np.asarray(array), np.full(expected, 1.5))
+
+
+@pytest.mark.parametrize("shape, error", [
+    ((2, -1), ValueError),
+    ((2.5,), TypeError),
+    ("abc", TypeError),
+    ((True, 2), TypeError),
+    ((2**70,), OverflowError),
+    (None, TypeError),
+])
+def test_invalid_shapes(shape, error):
+    with pytest.raises(error):
+        mtsarray.zeros(shape)
+
+
+def test_too_large_shape_is_an_mtsarray_error():
+    with pytest.raises(mtsarray.Error, match="mtsarray"):
+        mtsarray.zeros((2**40, 2**40))
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble, "datetime64[s]", "timedelta64[s]", object, str,
+                                   "S3", "V8", ">f8", "not a dtype", 3.5])
+def test_unsupported_dtypes(dtype):
+    with pytest.raises(TypeError):
+        mtsarray.zeros(2, dtype=dtype)
+
+
+def test_devices():
+    array = mtsarray.zeros(2, device="cpu")
+    assert array.device == "cpu"
+    assert array.__dlpack_device__() == (mtsarray.DLDeviceType.kDLCPU, 0)
+    assert isinstance(array.__dlpack_device__()[0], mtsarray.DLDeviceType)
+    assert mtsarray.zeros(2, device=(1, 0)).device == "cpu"
+    assert mtsarray.zeros(2, device="cpu:0").device == "cpu"
+
+
+@pytest.mark.parametrize("device, error", [
+    ("gpu", ValueError),
+    ("cuda:", ValueError),
+    ("cuda:x", ValueError),
+    ("cpu:1", ValueError),
+    ("cuda:-1", ValueError),
+    ((1,), ValueError),
+    ((1, -3), ValueError),
+    (3, TypeError),
+    (None, TypeError),
+])
+def test_invalid_devices(device, error):
+    with pytest.raises(error):
+        mtsarray.zeros(2, device=device)
+
+
+@pytest.mark.parametrize("name", ["cuda", "rocm"])
+def test_unavailable_backends_say_why(name):
+    if mtsarray.backend_available(name):
+        pytest.skip(f"the {name} backend is available here")
+    reason = mtsarray.backend_unavailable_reason(name)
+    assert reason != ""
+    with pytest.raises(mtsarray.Error) as error:
+        mtsarray.zeros(2, device=f"{name}:0")
+    assert reason in str(error.value)
+
+
+def test_backend_available_takes_names_devices_and_numbers():
+    assert mtsarray.backend_available("cpu")
+    assert mtsarray.backend_unavailable_reason("cpu") == ""
+    assert mtsarray.backend_available(mtsarray.DLDeviceType.kDLCPU)
+    assert mtsarray.backend_available("cuda:1") == mtsarray.backend_available("cuda")
+    assert mtsarray.backend_available(2) == mtsarray.backend_available("cuda")
+    with pytest.raises(ValueError):
+        mtsarray.backend_available("tpu")
+    with pytest.raises(TypeError):
+        mtsarray.backend_available(1.5)
+
+
+def test_repr_shows_shape_dtype_device_and_stream():
+    assert repr(mtsarray.zeros((4, 3), dtype="float32")) == \
+        "MtsArray(shape=(4, 3), dtype=float32, device='cpu', stream=-1)"
+
+
+def test_len():
+    assert len(mtsarray.zeros((4, 3))) == 4
+    with pytest.raises(TypeError, match="0-d"):
+        len(mtsarray.zeros(()))
+
+
+def test_reshape_in_place():
+    array = mtsarray.from_dlpack(np.arange(12.0))
+    array.reshape((3, 4))
+    assert array.shape == (3, 4)
+    np.testing.assert_array_equal(np.asarray(array), np.arange(12.0).reshape(3, 4))
+    array.reshape((2, -1))
+    assert array.shape == (2, 6)
+    array.reshape(12)
+    assert array.shape == (12,)
+    with pytest.raises(mtsarray.Error, match="reshape"):
+        array.reshape((5, 2))
+    with pytest.raises(ValueError):
+        array.reshape((5, -1))
+    with pytest.raises(ValueError, match="only one"):
+        array.reshape((-1, -1))
+    assert array.shape == (12,)
+
+
+def test_swap_axes_in_place():
+    values = np.arange(24.0).reshape(2, 3, 4)
+    array = mtsarray.from_dlpack(values)
+    array.swap_axes(0, 2)
+    assert array.shape == (4, 3, 2)
+    np.testing.assert_array_equal(np.asarray(array), values.swapaxes(0, 2))
+    array.swap_axes(-1, -2)
+    np.testing.assert_array_equal(np.asarray(array), values.swapaxes(0, 2).swapaxes(-1, -2))
+    with pytest.raises(mtsarray.Error, match="swap_axes"):
+        array.swap_axes(0, 3)
+    with pytest.raises(ValueError, match="out of range"):
+        array.swap_axes(-4, 0)
+
+
+def test_copy():
+    values = np.arange(6.0).reshape(2, 3)
+    array = mtsarray.from_dlpack(values)
+    copied = array.copy()
+    assert copied.data_ptr != array.data_ptr
+    np.testing.assert_array_equal(np.asarray(copied), values)
+    values[0, 0] = -1
+    assert np.asarray(copied)[0, 0] == 0
+    assert array.copy("cpu").device == "cpu"
+    with pytest.raises(ValueError):
+        array.copy("nowhere")
+    if not mtsarray.backend_available("cuda"):
+        with pytest.raises(mtsarray.Error):
+            array.copy("cuda")
+
+
+def test_streams_on_the_cpu():
+    array = mtsarray.zeros(3)
+    assert array.stream == -1
+    array.stream = -1
+    array.stream = None  # the device's default: none on the CPU
+    assert array.stream == -1
+    for invalid in [0, 1, 3, 12345]:
+        with pytest.raises(mtsarray.Error, match="stream"):
+            array.stream = invalid
+    with pytest.raises(TypeError):
+        array.stream = 1.5
+    with pytest.raises(TypeError):
+        array.stream = True
+    with pytest.raises(OverflowError):
+        array.stream = 2**70
+    array.synchronize()
+
+
+def test_stream_objects_are_read_for_their_handle():
+    class CudaStreamProtocol:
+        def __cuda_stream__(self):
+            return (0, 12345)
+
+    array = mtsarray.zeros(3)
+    with pytest.raises(mtsarray.Error, match="12345"):  # a CUDA handle is no CPU stream
+        array.stream = CudaStreamProtocol()
+    with pytest.raises(TypeError, match="stream object"):
+        array.stream = object()
+
+
+def test_no_public_constructor():
+    with pytest.raises(TypeError):
+        mtsarray.MtsArray()
+
+
+def test_numpy_conversion():
+    array = mtsarray.full((2, 2), 3.0)
+    view = np.asarray(array)
+    assert view.ctypes.data == array.data_ptr
+    assert np.asarray(array, dtype=np.float32).dtype == np.float32
+    assert np.array(array, copy=True).ctypes.data != array.data_ptr
+    with pytest.raises(ValueError, match="copy=False"):
+        array.__array__(dtype=np.float32, copy=False)
+
+
+def test_many_arrays_come_and_go():
+    # ownership: each array is destroyed once, when its last reference goes
+    for _ in range(200):
+        array = mtsarray.full((100,), 1.0)
+        copy = array.copy()
+        del array
+        np.testing.assert_array_equal(np.asarray(copy), 1.0)
+    gc.collect()
