@@ -86,7 +86,7 @@ public:
         }
         if (kind != "i" && kind != "u") {
             raise(PyExc_TypeError, "movements must be integers, got an array of " +
-                                       nb::cast<std::string>(nb::str(array.attr("dtype"))));
+                                       text(array.attr("dtype")));
         }
         if (nb::len(shape) != 2 || nb::cast<size_t>(shape[1]) != 5) {
             raise(PyExc_ValueError, "movements must have the shape (N, 5): rows of (sample_in, sample_out, "
@@ -280,7 +280,7 @@ uintptr_t Array::data_pointer() const {
 
 std::string Array::repr() const {
     return "MtsArray(shape=" + nb::cast<std::string>(nb::repr(shape())) + ", dtype=" +
-           nb::cast<std::string>(nb::str(dtype())) + ", device='" + device() + "', stream=" +
+           text(dtype()) + ", device='" + device() + "', stream=" +
            std::to_string(stream()) + ")";
 }
 

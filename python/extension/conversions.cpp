@@ -122,6 +122,14 @@ bool is_cuda(DLDeviceType type) {
 
 }  // namespace
 
+std::string text(nb::handle value) {
+    nb::object result = nb::steal(PyObject_Str(value.ptr()));
+    if (!result.is_valid()) {
+        throw nb::python_error();
+    }
+    return nb::cast<std::string>(result);
+}
+
 nb::handle numpy() {
     // kept for the life of the process, like every cached Python object here
     static PyObject* const module = nb::module_::import_("numpy").release().ptr();
@@ -196,7 +204,7 @@ DLDataType parse_dtype(nb::handle dtype) {
     const auto kind = nb::cast<std::string>(parsed.attr("kind"));
     const auto itemsize = nb::cast<int64_t>(parsed.attr("itemsize"));
     const bool native = nb::cast<bool>(parsed.attr("isnative"));
-    const auto describe = [&]() { return nb::cast<std::string>(nb::str(parsed)); };
+    const auto describe = [&]() { return text(parsed); };
     if (!native) {
         raise(PyExc_TypeError, "dtype " + describe() + " is not in the machine's byte order");
     }

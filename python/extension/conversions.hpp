@@ -52,6 +52,9 @@ std::vector<uintptr_t> parse_shape(nanobind::handle shape, bool allow_infer = fa
 /// The tuple of Python ints of a shape.
 nanobind::tuple shape_tuple(const uintptr_t* shape, uintptr_t count);
 
+/// str(value), as a C++ string.
+std::string text(nanobind::handle value);
+
 /// The `numpy` module (imported once).
 nanobind::handle numpy();
 

@@ -31,10 +31,6 @@ bool truthy(nb::handle value) {
     return result != 0;
 }
 
-std::string text(nb::handle value) {
-    return nb::cast<std::string>(nb::str(value));
-}
-
 /// bfloat16 bits of `value`, rounded to nearest even (NaN stays NaN).
 uint16_t to_bfloat16(float value) {
     uint32_t bits = 0;

@@ -199,7 +199,7 @@ NB_MODULE(_mtsarray, m) {
              nb::sig("def copy(self, device: str | tuple[int, int] | None = None) -> MtsArray"),
              "A deep copy on ``device`` (default: the array's own), on that device's default stream. A "
              "copy to the host waits for the data; device copies do not block the host.")
-        .def("move_data", &Array::move_data, "input"_a, "movements"_a,
+        .def("move_data", &Array::move_data, "input"_a, "movements"_a.none(),
              nb::sig("def move_data(self, input: MtsArray, movements: numpy.typing.ArrayLike) -> None"),
              move_data_doc)
         .def("reshape", &Array::reshape, "shape"_a,
@@ -229,7 +229,7 @@ NB_MODULE(_mtsarray, m) {
           nb::sig("def full(shape: int | collections.abc.Sequence[int], value: bool | int | float | complex, "
                   "dtype: numpy.typing.DTypeLike | None = None, device: str | tuple[int, int] = 'cpu') -> MtsArray"),
           full_doc);
-    m.def("from_dlpack", &mtsarray_python::from_dlpack, "x"_a, nb::kw_only(), "stream"_a = nb::none(),
+    m.def("from_dlpack", &mtsarray_python::from_dlpack, "x"_a.none(), nb::kw_only(), "stream"_a = nb::none(),
           nb::sig("def from_dlpack(x: object, /, *, stream: int | object | None = None) -> MtsArray"),
           from_dlpack_doc);
     m.def("backend_available", &mtsarray_python::backend_available, "device_type"_a,
