@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian machine to build mtsarray: system packages (when run
 # as root with apt-get) and a Python virtual environment at <repo>/.venv with
-# metatensor-core (libmetatensor, metatensor.h/.hpp, DLPack, CMake config).
+# metatensor-core (libmetatensor, metatensor.h/.hpp, DLPack, CMake config),
+# NumPy, and what builds and tests the Python package in python/
+# (scikit-build-core, nanobind, pytest).
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 
@@ -45,20 +47,32 @@ install_system_packages() {
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# What the venv holds (pip requirement strings): python/pyproject.toml's
+# build requirements and dependencies, and pytest.
+PYTHON_PACKAGES=(
+    "metatensor-core==$METATENSOR_VERSION"
+    "numpy>=2.1"
+    "scikit-build-core>=1.0"
+    "nanobind>=2.4"
+    "pytest"
+)
+
 venv_is_ready() {
     [[ -x "$VENV_PYTHON" ]] && "$VENV_PYTHON" - "$METATENSOR_VERSION" <<'EOF' >/dev/null 2>&1
 import sys
 from importlib.metadata import version
-import metatensor, numpy  # noqa: F401
-# NumPy >= 2.1: DLPack max_version and the read-only flag (tests/python)
+import metatensor, numpy, nanobind, pytest, scikit_build_core  # noqa: F401
+# NumPy >= 2.1: DLPack max_version and the read-only flag (python/tests)
 numpy_ok = tuple(int(part) for part in numpy.__version__.split(".")[:2]) >= (2, 1)
-sys.exit(0 if version("metatensor-core") == sys.argv[1] and numpy_ok else 1)
+# scikit-build-core >= 1.0: sdist.force-include (python/pyproject.toml)
+skbuild_ok = int(version("scikit-build-core").split(".")[0]) >= 1
+sys.exit(0 if version("metatensor-core") == sys.argv[1] and numpy_ok and skbuild_ok else 1)
 EOF
 }
 
 create_venv() {
     if venv_is_ready; then
-        log "python venv: $VENV_DIR (metatensor-core $METATENSOR_VERSION already installed)"
+        log "python venv: $VENV_DIR (${PYTHON_PACKAGES[*]}: already installed)"
         return
     fi
     local python
@@ -70,10 +84,9 @@ create_venv() {
         "$python" -m venv "$VENV_DIR" ||
             die "'$python -m venv' failed (on Debian: apt-get install python3-venv)"
     fi
-    log "pip install metatensor-core==$METATENSOR_VERSION numpy>=2.1"
-    "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check \
-        "metatensor-core==$METATENSOR_VERSION" "numpy>=2.1"
-    venv_is_ready || die "metatensor-core $METATENSOR_VERSION is not importable from $VENV_PYTHON"
+    log "pip install ${PYTHON_PACKAGES[*]}"
+    "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check "${PYTHON_PACKAGES[@]}"
+    venv_is_ready || die "${PYTHON_PACKAGES[*]}: not all importable from $VENV_PYTHON"
 }
 
 report() {

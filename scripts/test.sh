@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: set up, build (Release; CUDA when nvcc is found), run the
-# GoogleTest suite, install, build and run the find_package consumer and the
-# examples against the installation, then the HIP build when available.
+# GoogleTest suite, build the Python package and run its tests, install,
+# build and run the find_package consumer and the examples against the
+# installation, then the HIP build when available.
 #
 # Usage: bash scripts/test.sh          (see scripts/common.sh for env knobs)
 set -euo pipefail
@@ -11,12 +12,30 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 run_tests() {
     log "ctest ($BUILD_DIR)"
-    # under CI a missing NumPy or metatensor fails the Python tests instead of
-    # skipping them
+    ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS"
+}
+
+# The mtsarray Python package (python/), built from these sources into the
+# venv -- with the CUDA backend when nvcc is found, like the build above
+# (MTSARRAY_CUDA, MTSARRAY_CUDA_ARCHITECTURES) -- in a build folder that is
+# kept, so that a second run rebuilds only what changed; then its tests
+# (python/tests: NumPy and metatensor interop, GPU cases that skip without a
+# GPU, the Python example and benchmarks).
+test_python_package() {
+    local -a config=(-C "build-dir=$BUILD_DIR/python-package")
+    if [[ -n "${MTSARRAY_CUDA_ARCHITECTURES:-}" ]]; then
+        config+=(-C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$MTSARRAY_CUDA_ARCHITECTURES")
+    fi
+    log "pip install ./python (MTSARRAY_CUDA=${MTSARRAY_CUDA:-auto}, build folder $BUILD_DIR/python-package)"
+    # the build requirements and the dependencies are setup.sh's
+    "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps \
+        "${config[@]}" "$REPO_ROOT/python"
+    log "pytest python/tests"
+    # under CI a missing requirement fails the tests instead of skipping them
     if [[ "${CI:-}" == true ]]; then
         export MTSARRAY_PYTHON_TESTS_REQUIRED=1
     fi
-    ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS"
+    (cd "$REPO_ROOT/python" && "$VENV_PYTHON" -m pytest tests -rs -p no:cacheprovider)
 }
 
 # Install into a temporary prefix; build and run tests/install (a
@@ -107,6 +126,7 @@ build_and_test_hip() {
 bash "$REPO_ROOT/scripts/setup.sh"
 configure_and_build "$BUILD_DIR"
 run_stage "ctest" run_tests
+run_stage "Python package (python/)" test_python_package
 run_stage "installed package (tests/install, examples)" test_installation
 run_stage "HIP build and tests" build_and_test_hip
 # ASan+UBSan (leaks included) over the whole suite, TSan over the concurrency
