@@ -99,7 +99,7 @@ def main():
     model = torch.nn.Sequential(
         torch.nn.Linear(N_FEATURES, 64), torch.nn.SiLU(), torch.nn.Linear(64, 1)
     ).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)  # no host synchronisation in its step
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)  # no host synchronisation in its step
 
     def training_step(check=False):
         structures = rng.choice(N_STRUCTURES, size=BATCH_STRUCTURES, replace=False)
@@ -143,9 +143,12 @@ def main():
             sys.exit("training_step: the GPU finished before the steps returned: something waited")
         print("training_step: three steps queued while the GPU was busy: no step waited for it")
 
+    last = first
     for _ in range(arguments.steps):
         last = training_step()
     print(f"training_step: {arguments.steps + 1} steps on {device}, loss {first.item():.4f} -> {last.item():.4f}")
+    if not torch.isfinite(last):
+        sys.exit("training_step: the loss is not finite")
     return 0
 
 

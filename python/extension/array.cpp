@@ -464,7 +464,101 @@ nb::tuple Array::dlpack_device() const {
 
 // ---- from_dlpack --------------------------------------------------------------
 
+namespace {
+
+/// Through the producer's DLPack C exchange API (PyTorch publishes one): no
+/// Python call, the cheap path for the hand-offs of a training loop. The
+/// producer does not order anything here, so this path orders it itself,
+/// exactly as `__dlpack__(stream=...)` would have: the new array first works
+/// on the producer's current work stream, then moves to the requested one
+/// (which waits for it with an event; the host does not block). Returns
+/// false, having taken nothing, when the protocol path must run instead.
+bool import_through_exchange_api(nb::handle object, nb::handle stream, const DLPackExchangeAPI* api,
+                                 mts_array_t* raw) {
+    // PyTorch's own rule (its __dlpack__ refuses such tensors, with its message)
+    PyObject* requires_grad = PyObject_GetAttrString(object.ptr(), "requires_grad");
+    if (requires_grad == nullptr) {
+        PyErr_Clear();
+    } else {
+        const int truth = PyObject_IsTrue(requires_grad);
+        Py_DECREF(requires_grad);
+        if (truth != 0) {
+            PyErr_Clear();
+            return false;
+        }
+    }
+    DLManagedTensorVersioned* tensor = nullptr;
+    if (api->managed_tensor_from_py_object_no_sync(object.ptr(), &tensor) != 0 || tensor == nullptr) {
+        // the producer can not describe it: its __dlpack__ says why
+        PyErr_Clear();
+        return false;
+    }
+    const auto release = [&]() {
+        if (tensor->deleter != nullptr) {
+            tensor->deleter(tensor);
+        }
+    };
+    const DLDevice device = tensor->dl_tensor.device;
+    const bool on_gpu = device.device_type == kDLCUDA || device.device_type == kDLROCM;
+    // a copy on import (strided, read-only data) would be queued before the
+    // producer's work is ordered; complex data may carry PyTorch's conj bit
+    if (tensor->version.major != DLPACK_MAJOR_VERSION || tensor->dl_tensor.dtype.code == kDLComplex ||
+        (on_gpu && !imports_without_copy(tensor))) {
+        release();
+        return false;
+    }
+    int64_t producer_stream = default_stream_number(device.device_type);
+    if (on_gpu) {
+        void* current = nullptr;
+        if (api->current_work_stream(device.device_type, device.device_id, &current) != 0) {
+            release();
+            throw nb::python_error();
+        }
+        // NULL is the default stream; CUDA's special handles 1 (legacy) and 2
+        // (per-thread) are also their DLPack numbers
+        if (current != nullptr) {
+            producer_stream = static_cast<int64_t>(reinterpret_cast<intptr_t>(current));
+        }
+    }
+    const int64_t target = stream_number(stream, device.device_type);
+
+    mts_status_t status;
+    if (imports_without_copy(tensor)) {
+        status = mtsarray_from_dlpack(tensor, raw);
+    } else {
+        nb::gil_scoped_release unlocked;
+        status = mtsarray_from_dlpack(tensor, raw);
+    }
+    check(status);
+    if (on_gpu) {
+        for (int64_t number : {producer_stream, target}) {
+            int64_t current = 0;
+            status = mtsarray_get_stream(raw, &current);
+            if (status == MTS_SUCCESS && current != number) {
+                status = mtsarray_set_stream(raw, number);
+            }
+            if (status != MTS_SUCCESS) {
+                raw->destroy(raw->ptr);
+                raise_last_error();
+            }
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
 Array from_dlpack(nb::handle object, nb::handle stream) {
+    mts_array_t raw = {};
+    const DLPackExchangeAPI* api = PyCapsule_CheckExact(object.ptr()) ? nullptr : exchange_api(Py_TYPE(object.ptr()));
+    if (api != nullptr && import_through_exchange_api(object, stream, api, &raw)) {
+        Array array = Array::adopt(raw);
+        if (!stream.is_none()) {
+            array.set_stream(stream);  // validates CPU streams, keeps a stream object alive
+        }
+        return array;
+    }
+
     nb::object number;  // the stream number the producer orders its work on
     if (!stream.is_none()) {
         if (is_stream_object(stream)) {
@@ -479,7 +573,6 @@ Array from_dlpack(nb::handle object, nb::handle stream) {
                                                              : request_capsule(object, number.ptr());
     DLManagedTensorVersioned* tensor = consume_capsule(capsule);
 
-    mts_array_t raw = {};
     mts_status_t status;
     if (imports_without_copy(tensor)) {
         status = mtsarray_from_dlpack(tensor, &raw);

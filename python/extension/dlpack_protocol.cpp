@@ -2,6 +2,8 @@
 
 #include <new>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace nb = nanobind;
 
@@ -152,6 +154,42 @@ DLManagedTensorVersioned* consume_capsule(nb::handle capsule) {
     }
     raise(PyExc_TypeError, "__dlpack__ returned " + nb::cast<std::string>(nb::repr(nb::type_name(capsule.type()))) +
                                ", not a DLPack capsule");
+}
+
+const DLPackExchangeAPI* exchange_api(PyTypeObject* type) {
+    // (type, API) pairs; the types are kept alive so that their address is
+    // never reused by another type. A few entries at most in practice: past
+    // 64 distinct types (made at run time?) the look-up is just not cached.
+    static auto& cache = *new std::vector<std::pair<PyObject*, const DLPackExchangeAPI*>>();
+    for (const auto& [known, api] : cache) {
+        if (known == reinterpret_cast<PyObject*>(type)) {
+            return api;
+        }
+    }
+    const DLPackExchangeAPI* api = nullptr;
+    PyObject* capsule = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__dlpack_c_exchange_api__");
+    if (capsule == nullptr) {
+        PyErr_Clear();
+    } else {
+        if (PyCapsule_IsValid(capsule, "dlpack_exchange_api")) {
+            auto* header = static_cast<DLPackExchangeAPIHeader*>(PyCapsule_GetPointer(capsule, "dlpack_exchange_api"));
+            while (header != nullptr && header->version.major != DLPACK_MAJOR_VERSION) {
+                header = header->prev_api;
+            }
+            if (header != nullptr) {
+                api = reinterpret_cast<const DLPackExchangeAPI*>(header);
+                if (api->managed_tensor_from_py_object_no_sync == nullptr || api->current_work_stream == nullptr) {
+                    api = nullptr;
+                }
+            }
+        }
+        Py_DECREF(capsule);
+    }
+    if (cache.size() < 64) {
+        Py_INCREF(type);
+        cache.emplace_back(reinterpret_cast<PyObject*>(type), api);
+    }
+    return api;
 }
 
 nb::object request_capsule(nb::handle producer, PyObject* stream) {

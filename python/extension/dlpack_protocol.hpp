@@ -21,6 +21,10 @@ nanobind::object export_capsule(DLManagedTensorVersioned* tensor, bool versioned
 /// TypeError for anything else, and for a capsule already consumed.
 DLManagedTensorVersioned* consume_capsule(nanobind::handle capsule);
 
+/// The DLPack C exchange API (`__dlpack_c_exchange_api__`, DLPack 1.x) of
+/// `type`, or null when it has none. Looked up once per type.
+const DLPackExchangeAPI* exchange_api(PyTypeObject* type);
+
 /// `producer.__dlpack__(stream=stream, max_version=(1, minor))`, with
 /// `stream` left out when it is null, and again without max_version for a
 /// producer older than DLPack 1.0 (TypeError). Raises TypeError when the

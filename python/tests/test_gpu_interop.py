@@ -79,6 +79,36 @@ def test_torch_cpu_round_trip_is_zero_copy():
 
 
 @needs_torch
+def test_torch_cpu_tensors_of_every_kind():
+    # through PyTorch's DLPack C exchange API when it has one, or __dlpack__
+    strided = torch.arange(30, dtype=torch.float64).reshape(5, 6).t()
+    array = mtsarray.from_dlpack(strided)
+    assert array.data_ptr != strided.data_ptr()  # copied: mtsarray arrays are C-contiguous
+    np.testing.assert_array_equal(np.asarray(array), strided.numpy())
+    for dtype in [torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
+                  torch.float16, torch.float32, torch.float64, torch.complex64, torch.complex128]:
+        tensor = torch.ones(3, dtype=dtype)
+        array = mtsarray.from_dlpack(tensor)
+        assert array.data_ptr == tensor.data_ptr()
+        assert torch.equal(torch.from_dlpack(array), tensor)
+    bfloat16 = mtsarray.from_dlpack(torch.full((2,), 1.5, dtype=torch.bfloat16))
+    assert bfloat16.dtype == "bfloat16"
+    assert torch.equal(torch.from_dlpack(bfloat16), torch.full((2,), 1.5, dtype=torch.bfloat16))
+    assert torch.equal(torch.from_dlpack(mtsarray.full((2,), 1.5, dtype="bfloat16")),
+                       torch.full((2,), 1.5, dtype=torch.bfloat16))
+
+
+@needs_torch
+def test_torch_tensors_torch_refuses_to_export():
+    with pytest.raises(BufferError, match="gradient"):
+        mtsarray.from_dlpack(torch.ones(3, requires_grad=True))
+    with pytest.raises(BufferError, match="conjugate"):
+        mtsarray.from_dlpack(torch.ones(3, dtype=torch.complex64).conj())
+    with pytest.raises(mtsarray.Error, match="stream"):
+        mtsarray.from_dlpack(torch.ones(3), stream=5)
+
+
+@needs_torch
 def test_torch_cpu_exports_outlive_the_array():
     array = mtsarray.full((1000,), 3.0)
     tensor = torch.from_dlpack(array)
