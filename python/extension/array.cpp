@@ -520,7 +520,13 @@ bool import_through_exchange_api(nb::handle object, nb::handle stream, const DLP
             producer_stream = static_cast<int64_t>(reinterpret_cast<intptr_t>(current));
         }
     }
-    const int64_t target = stream_number(stream, device.device_type);
+    int64_t target = 0;
+    try {
+        target = stream_number(stream, device.device_type);
+    } catch (...) {
+        release();
+        throw;
+    }
 
     mts_status_t status;
     if (imports_without_copy(tensor)) {
