@@ -64,6 +64,11 @@ MTSARRAY_HOST_DEVICE inline uint32_t entry_rows(const MoveTableEntry& entry) {
     return static_cast<uint32_t>(entry.output >> move_offset_bits);
 }
 
+/// Largest table a kernel launch takes by value, inside its parameters
+/// (move_data_kernels.hpp: they stay within 4 KiB); larger tables are
+/// uploaded to device memory.
+constexpr uint32_t inline_move_table_capacity = 240;
+
 /// What a pass over the plan learned besides the entries.
 struct MoveTableSummary {
     uint64_t entries = 0;
