@@ -25,22 +25,11 @@
 
 #include "backends.hpp"
 #include "cuda_slow_kernel.hpp"
+#include "cuda_stream_fixture.hpp"
 
 using namespace mtsarray_test;
 
 namespace {
-
-enum class StreamKind { legacy, per_thread, user };
-
-void PrintTo(StreamKind kind, std::ostream* stream) {
-    *stream << (kind == StreamKind::legacy ? "legacy" : kind == StreamKind::per_thread ? "per_thread" : "user");
-}
-
-#define CUDA_CHECK(call)                                                                  \
-    do {                                                                                  \
-        cudaError_t status_ = (call);                                                     \
-        ASSERT_EQ(status_, cudaSuccess) << #call << ": " << cudaGetErrorString(status_);  \
-    } while (false)
 
 const DLDevice cuda0 = {kDLCUDA, 0};
 
@@ -93,36 +82,11 @@ private:
     volatile int* flag_ = nullptr;
 };
 
-class CudaNoHostBlock : public ::testing::TestWithParam<StreamKind> {
+class CudaNoHostBlock : public CudaStreamTest {
 protected:
     void SetUp() override {
-        MTSARRAY_SKIP_UNLESS_AVAILABLE(cuda0);
-        switch (GetParam()) {
-        case StreamKind::legacy:
-            number_ = 1;
-            stream_ = cudaStreamLegacy;
-            break;
-        case StreamKind::per_thread:
-            number_ = 2;
-            stream_ = cudaStreamPerThread;
-            break;
-        case StreamKind::user:
-            CUDA_CHECK(cudaStreamCreateWithFlags(&user_, cudaStreamNonBlocking));
-            number_ = static_cast<int64_t>(reinterpret_cast<intptr_t>(user_));
-            stream_ = user_;
-            break;
-        }
-        CUDA_CHECK(cudaStreamCreateWithFlags(&other_, cudaStreamNonBlocking));
-        other_number_ = static_cast<int64_t>(reinterpret_cast<intptr_t>(other_));
-    }
-    void TearDown() override {
-        cudaDeviceSynchronize();
-        if (user_ != nullptr) {
-            cudaStreamDestroy(user_);
-        }
-        if (other_ != nullptr) {
-            cudaStreamDestroy(other_);
-        }
+        CudaStreamTest::SetUp();
+        other_number_ = other_number();
     }
 
     /// An array on cuda:0 holding `values`, working on `stream`, ready.
@@ -134,20 +98,12 @@ protected:
         return array;
     }
 
-    int64_t number_ = 0;          // the stream under test, as a DLPack number
-    cudaStream_t stream_ = nullptr;
-    cudaStream_t user_ = nullptr;
-    cudaStream_t other_ = nullptr;
-    int64_t other_number_ = 0;
+    int64_t other_number_ = 0;  // as_dlpack takes the consumer stream by pointer
 };
 
 INSTANTIATE_TEST_SUITE_P(AllStreams, CudaNoHostBlock,
                          ::testing::Values(StreamKind::legacy, StreamKind::per_thread, StreamKind::user),
-                         [](const ::testing::TestParamInfo<StreamKind>& info) {
-                             std::stringstream name;
-                             PrintTo(info.param, &name);
-                             return name.str();
-                         });
+                         stream_kind_name);
 
 std::vector<double> iota(size_t count, double start) {
     std::vector<double> values(count);
