@@ -38,6 +38,7 @@
 
 #include "cases.hpp"
 #include "cuda_baselines.hpp"
+#include "move_patterns.hpp"
 
 namespace bench {
 namespace {
@@ -272,25 +273,10 @@ enum class MoveTarget {
     scattered_end_to_end,  // 100 000 differing ranges: <= 0.4 ms end to end
 };
 
-/// One move_data case: shapes [samples, components..., properties] and the
-/// movements themselves.
-struct GpuMoveCase {
-    std::string name;
-    std::vector<uintptr_t> input_shape;
-    std::vector<uintptr_t> output_shape;
-    std::vector<mts_data_movement_t> movements;
+/// One move_data case: a plan and the target it is held to.
+struct GpuMoveCase : MovePattern {
     MoveTarget target = MoveTarget::none;
-    std::vector<std::pair<std::string, std::string>> parameters;
 };
-
-std::vector<size_t> permutation(size_t count, bool scattered) {
-    std::vector<size_t> order(count);
-    std::iota(order.begin(), order.end(), 0);
-    if (scattered) {
-        std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
-    }
-    return order;
-}
 
 /// `count` movements of `properties` elements (all of them) into the last
 /// slice of an output `output_factor` times wider, with `components`.
@@ -302,7 +288,7 @@ GpuMoveCase grid_case(size_t count, size_t properties, const std::vector<uintptr
     c.output_shape = c.input_shape;
     c.input_shape.push_back(properties);
     c.output_shape.push_back(properties * output_factor);
-    const auto order = permutation(count, scattered);
+    const auto order = sample_order(count, scattered);
     for (size_t i = 0; i < count; i++) {
         c.movements.push_back({order[i], i, 0, (output_factor - 1) * properties, properties});
     }
@@ -330,42 +316,16 @@ GpuMoveCase segment_case(size_t segment_bytes, size_t total_bytes, size_t elemen
     return c;
 }
 
-/// `count` scattered movements, each with its own property range (lengths
-/// 1 .. 32 of 64 properties, random starts on both sides).
 GpuMoveCase differing_ranges_case(size_t count) {
-    constexpr size_t properties = 64;
     GpuMoveCase c;
-    c.input_shape = {count, properties};
-    c.output_shape = {count, properties};
-    const auto order = permutation(count, true);
-    std::mt19937_64 random(7);
-    for (size_t i = 0; i < count; i++) {
-        const size_t length = 1 + random() % 32;
-        const size_t start_in = random() % (properties - length + 1);
-        const size_t start_out = random() % (properties - length + 1);
-        c.movements.push_back({order[i], i, start_in, start_out, length});
-    }
-    c.name = "moves=" + format_count(static_cast<double>(count)) + " differing ranges (1..32 of 64) scattered";
+    static_cast<MovePattern&>(c) = differing_ranges_pattern(count);
     c.target = count == SCATTERED_TARGET_MOVEMENTS ? MoveTarget::scattered_end_to_end : MoveTarget::none;
-    c.parameters = {{"movements", std::to_string(count)}, {"property_ranges", "differing, 1..32 of 64"},
-                    {"samples", "scattered"}};
     return c;
 }
 
-/// `count` movements all copying properties [16, 48) of 64 into [0, 32) of
-/// 32: the case PyTorch does with one index_select + index_put_.
 GpuMoveCase shared_range_case(size_t count, bool scattered) {
     GpuMoveCase c;
-    c.input_shape = {count, 64};
-    c.output_shape = {count, 32};
-    const auto order = permutation(count, scattered);
-    for (size_t i = 0; i < count; i++) {
-        c.movements.push_back({order[i], i, 16, 0, 32});
-    }
-    c.name = "moves=" + format_count(static_cast<double>(count)) + " shared range [16,48) of 64" +
-             (scattered ? " scattered" : " in-order");
-    c.parameters = {{"movements", std::to_string(count)}, {"property_ranges", "shared, [16, 48) of 64 -> [0, 32)"},
-                    {"samples", scattered ? "scattered" : "in-order"}};
+    static_cast<MovePattern&>(c) = shared_range_pattern(count, scattered);
     return c;
 }
 

@@ -11,8 +11,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,6 +19,7 @@
 #include "move_plan.hpp"
 
 #include "cases.hpp"
+#include "move_patterns.hpp"
 
 namespace bench {
 namespace {
@@ -50,47 +49,7 @@ private:
     std::vector<MoveTableEntry> entries_;
 };
 
-struct PlanningCase {
-    std::string name;
-    std::vector<uintptr_t> input_shape;   // [samples, properties]
-    std::vector<uintptr_t> output_shape;
-    std::vector<mts_data_movement_t> movements;
-};
-
-/// `count` scattered movements, each with its own property range (lengths
-/// 1..32 of 64, random starts on both sides): the CUDA issue's row.
-PlanningCase differing_ranges(size_t count) {
-    PlanningCase c;
-    c.input_shape = {count, 64};
-    c.output_shape = {count, 64};
-    std::vector<size_t> order(count);
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
-    std::mt19937_64 random(7);
-    for (size_t i = 0; i < count; i++) {
-        const size_t length = 1 + random() % 32;
-        const size_t start_in = random() % (64 - length + 1);
-        const size_t start_out = random() % (64 - length + 1);
-        c.movements.push_back({order[i], i, start_in, start_out, length});
-    }
-    c.name = "moves=" + format_count(static_cast<double>(count)) + " differing ranges scattered";
-    return c;
-}
-
-/// `count` scattered movements sharing properties [16, 48) of 64 -> [0, 32).
-PlanningCase shared_range(size_t count) {
-    PlanningCase c;
-    c.input_shape = {count, 64};
-    c.output_shape = {count, 32};
-    std::vector<size_t> order(count);
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
-    for (size_t i = 0; i < count; i++) {
-        c.movements.push_back({order[i], i, 16, 0, 32});
-    }
-    c.name = "moves=" + format_count(static_cast<double>(count)) + " shared range scattered";
-    return c;
-}
+using PlanningCase = MovePattern;
 
 /// Runs the table on host buffers and compares the result with the
 /// movements applied one by one: the timed planning must produce a table
@@ -205,8 +164,8 @@ std::vector<Case> gpu_planning_cases(const Options& options) {
                                                          : std::vector<size_t>{100000, 1000000};
     std::vector<PlanningCase> planning;
     for (size_t count : counts) {
-        planning.push_back(differing_ranges(count));
-        planning.push_back(shared_range(count));
+        planning.push_back(differing_ranges_pattern(count));
+        planning.push_back(shared_range_pattern(count, true));
     }
     std::vector<Case> cases;
     for (const auto& c : planning) {
