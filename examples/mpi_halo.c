@@ -583,8 +583,18 @@ static Blocks make_blocks(const Layout* layout, uintptr_t features, DLDevice dev
 
 /* ---- one direction of communication -------------------------------------------- */
 
+/* One direction of communication: the movement tables, built once (a
+ * simulation rebuilds them when atoms migrate, not every step), and the
+ * message arrays. Up to two blocks share a message side by side: pack[i]
+ * gathers rows of block pack_block[i] into its columns of the send array,
+ * unpack[i] scatters those columns of the received rows into unpack_block[i]. */
 typedef struct {
-    uintptr_t width;    /* doubles per row */
+    int blocks;
+    int pack_block[2];
+    int unpack_block[2];
+    mts_data_movement_t* pack[2];
+    mts_data_movement_t* unpack[2];
+    uintptr_t width;    /* doubles per row: the blocks' widths added */
     uintptr_t ghosts;   /* G: rows per message */
     mts_array_t send;   /* (2G, width) on the device: packed here */
     /* (2G, width): on the device (direct), or page-locked host memory
@@ -602,12 +612,32 @@ typedef struct {
     int64_t stream;   /* the blocks' stream: every array of this rank works on it */
 } Route;
 
-static Channel make_channel(const Route* route, uintptr_t ghosts, uintptr_t width) {
+/* `pack_rows[j]`: the row of the pack blocks that goes to row j of the
+ * send array; `unpack_rows[j]`: the row of the unpack blocks that row j of
+ * the received array goes to. */
+static Channel make_channel(const Route* route, const Blocks* blocks, uintptr_t ghosts,
+                            int count, const int* pack_block, const int* unpack_block,
+                            const uintptr_t* pack_rows, const uintptr_t* unpack_rows) {
     Channel channel;
     memset(&channel, 0, sizeof(channel));
-    channel.width = width;
+    channel.blocks = count;
     channel.ghosts = ghosts;
-    const uintptr_t shape[2] = {2 * ghosts, width};
+    for (int i = 0; i < count; i++) {
+        const uintptr_t width = blocks->widths[pack_block[i]];
+        channel.pack_block[i] = pack_block[i];
+        channel.unpack_block[i] = unpack_block[i];
+        channel.pack[i] = allocate(2 * ghosts, sizeof(mts_data_movement_t));
+        channel.unpack[i] = allocate(2 * ghosts, sizeof(mts_data_movement_t));
+        for (uintptr_t j = 0; j < 2 * ghosts; j++) {
+            /* sample_in, sample_out, properties_start_in, _start_out, _length */
+            const mts_data_movement_t pack = {pack_rows[j], j, 0, channel.width, width};
+            const mts_data_movement_t unpack = {j, unpack_rows[j], channel.width, 0, width};
+            channel.pack[i][j] = pack;
+            channel.unpack[i][j] = unpack;
+        }
+        channel.width += width;
+    }
+    const uintptr_t shape[2] = {2 * ghosts, channel.width};
     MTS_CHECK(mtsarray_zeros(route->device, FLOAT64, shape, 2, &channel.send));
     MTS_CHECK(mtsarray_set_stream(&channel.send, route->stream));
     if (route->staged) {
@@ -622,12 +652,16 @@ static Channel make_channel(const Route* route, uintptr_t ghosts, uintptr_t widt
      * MPI write them before that is done */
     MTS_CHECK(mtsarray_synchronize(&channel.send));
     MTS_CHECK(mtsarray_synchronize(&channel.receive));
-    channel.baseline_send = allocate(2 * ghosts * width, sizeof(double));
-    channel.baseline_receive = allocate(2 * ghosts * width, sizeof(double));
+    channel.baseline_send = allocate(2 * ghosts * channel.width, sizeof(double));
+    channel.baseline_receive = allocate(2 * ghosts * channel.width, sizeof(double));
     return channel;
 }
 
 static void free_channel(Channel* channel) {
+    for (int i = 0; i < channel->blocks; i++) {
+        free(channel->pack[i]);
+        free(channel->unpack[i]);
+    }
     release(&channel->send);
     release(&channel->receive);
     free(channel->baseline_send);
@@ -712,30 +746,16 @@ static mts_array_t transfer(const Layout* layout, const Route* route, Channel* c
 }
 
 /* pack (move_data, one call per block) -> transfer -> unpack (move_data, one
- * call per block). `pack_from[i]` / `unpack_into[i]`: the blocks whose
- * columns [column[i], column[i] + width[i]) of the message they fill. */
-typedef struct {
-    int blocks;
-    int block[2];
-    uintptr_t column[2];
-} MessageColumns;
-
+ * call per block) */
 static void communicate(const Layout* layout, const Route* route, Blocks* blocks, Channel* channel,
-                        const MessageColumns* pack_from, const uintptr_t* pack_rows,
-                        const MessageColumns* unpack_into, const uintptr_t* unpack_rows,
                         PhaseTimes* times) {
     const uintptr_t count = 2 * layout->ghosts;
-    mts_data_movement_t* moves = allocate(count, sizeof(mts_data_movement_t));
     const double start = MPI_Wtime();
 
     /* pack: gather scattered rows into rows 0..2G-1 of the send array */
-    for (int i = 0; i < pack_from->blocks; i++) {
-        const int b = pack_from->block[i];
-        for (uintptr_t j = 0; j < count; j++) {
-            mts_data_movement_t move = {pack_rows[j], j, 0, pack_from->column[i], blocks->widths[b]};
-            moves[j] = move;
-        }
-        MTS_CHECK(channel->send.move_data(channel->send.ptr, blocks->values[b].ptr, moves, count));
+    for (int i = 0; i < channel->blocks; i++) {
+        const mts_array_t* input = &blocks->values[channel->pack_block[i]];
+        MTS_CHECK(channel->send.move_data(channel->send.ptr, input->ptr, channel->pack[i], count));
     }
 
     bool temporary = false;
@@ -744,22 +764,16 @@ static void communicate(const Layout* layout, const Route* route, Blocks* blocks
     const double unpack_start = MPI_Wtime();
     /* unpack: scatter rows 0..2G-1 of the received array into the blocks
      * (queued on the blocks' stream after the upload, if any) */
-    for (int i = 0; i < unpack_into->blocks; i++) {
-        const int b = unpack_into->block[i];
-        for (uintptr_t j = 0; j < count; j++) {
-            mts_data_movement_t move = {j, unpack_rows[j], unpack_into->column[i], 0,
-                                        blocks->widths[b]};
-            moves[j] = move;
-        }
-        MTS_CHECK(blocks->values[b].move_data(blocks->values[b].ptr, received.ptr, moves, count));
+    for (int i = 0; i < channel->blocks; i++) {
+        mts_array_t* output = &blocks->values[channel->unpack_block[i]];
+        MTS_CHECK(output->move_data(output->ptr, received.ptr, channel->unpack[i], count));
     }
     if (temporary) {
         release(&received); /* freed in stream order, after the unpack read it */
     }
     /* only so that the time includes the unpack (see the top of the file) */
-    MTS_CHECK(mtsarray_synchronize(&blocks->values[unpack_into->block[0]]));
+    MTS_CHECK(mtsarray_synchronize(&blocks->values[channel->unpack_block[0]]));
     times->unpack += MPI_Wtime() - unpack_start;
-    free(moves);
 }
 
 /* ---- the simulation's own work (untimed) ---------------------------------------- */
@@ -972,20 +986,34 @@ typedef struct {
     double* samples[N_TIMES];
 } Timings;
 
+static double smallest(const double* values, int count) {
+    double result = values[0];
+    for (int i = 1; i < count; i++) {
+        result = values[i] < result ? values[i] : result;
+    }
+    return result;
+}
+
+/* Per rank the median (and the best) step, then the slowest rank: a step is
+ * as fast as its slowest rank. The best step shows what the exchange costs
+ * when no rank was descheduled, which a busy machine hides in the median. */
 static void report(const char* direction, const Timings* timings, int steps, uintptr_t bytes) {
-    double local[N_TIMES];
-    double slowest[N_TIMES];
+    double local[N_TIMES + 2];
+    double slowest[N_TIMES + 2];
     for (int t = 0; t < N_TIMES; t++) {
         local[t] = median(timings->samples[t], steps);
     }
-    MPI_CHECK(MPI_Reduce(local, slowest, N_TIMES, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+    local[N_TIMES] = smallest(timings->samples[T_TOTAL], steps);
+    local[N_TIMES + 1] = smallest(timings->samples[T_BASELINE], steps);
+    MPI_CHECK(MPI_Reduce(local, slowest, N_TIMES + 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
     if (RANK == 0) {
         const double ms = 1e3;
-        printf("%-8s %9ju B  pack %8.3f  exchange %8.3f  unpack %8.3f  total %8.3f ms | "
-               "MPI_Sendrecv %8.3f ms | ratio %5.2fx\n",
+        printf("%-8s %8ju B | pack %7.3f  exchange %7.3f  unpack %7.3f  total %7.3f | "
+               "MPI_Sendrecv %7.3f | ratio %5.2fx | best: %7.3f / %7.3f = %5.2fx\n",
                direction, (uintmax_t)bytes, ms * slowest[T_PACK], ms * slowest[T_EXCHANGE],
                ms * slowest[T_UNPACK], ms * slowest[T_TOTAL], ms * slowest[T_BASELINE],
-               slowest[T_TOTAL] / slowest[T_BASELINE]);
+               slowest[T_TOTAL] / slowest[T_BASELINE], ms * slowest[N_TIMES],
+               ms * slowest[N_TIMES + 1], slowest[N_TIMES] / slowest[N_TIMES + 1]);
     }
 }
 
@@ -1033,8 +1061,17 @@ int main(int argc, char** argv) {
     Blocks blocks = make_blocks(&layout, options.features, device);
     /* the message arrays work on the blocks' stream (see the top of the file) */
     MTS_CHECK(mtsarray_get_stream(&blocks.values[DESCRIPTOR], &route.stream));
-    Channel forward = make_channel(&route, options.ghosts, options.features + 1);
-    Channel reverse = make_channel(&route, options.ghosts, N_XYZ);
+    /* forward: descriptor and charge of the owned rows the neighbours need
+     * (one message: descriptor in columns [0, F), charge in column F) into
+     * the ghost rows; reverse: the force on the ghost rows back into the
+     * owners' halo_force rows */
+    const int forward_blocks[2] = {DESCRIPTOR, CHARGE};
+    const int reverse_pack[1] = {FORCE};
+    const int reverse_unpack[1] = {HALO_FORCE};
+    Channel forward = make_channel(&route, &blocks, options.ghosts, 2, forward_blocks,
+                                   forward_blocks, layout.send_rows, layout.ghost_rows);
+    Channel reverse = make_channel(&route, &blocks, options.ghosts, 1, reverse_pack,
+                                   reverse_unpack, layout.ghost_rows, layout.send_rows);
 
     if (RANK == 0) {
         printf("mpi_halo: mtsarray %s, metatensor %s, %d ranks\n", mtsarray_version(), mts_version(),
@@ -1055,11 +1092,6 @@ int main(int argc, char** argv) {
                N_XYZ);
     }
 
-    /* forward: descriptor in columns [0, F), charge in column F */
-    const MessageColumns forward_blocks = {2, {DESCRIPTOR, CHARGE}, {0, options.features}};
-    const MessageColumns reverse_pack = {1, {FORCE, 0}, {0, 0}};
-    const MessageColumns reverse_unpack = {1, {HALO_FORCE, 0}, {0, 0}};
-
     Timings timings[2];
     for (int d = 0; d < 2; d++) {
         for (int t = 0; t < N_TIMES; t++) {
@@ -1074,16 +1106,19 @@ int main(int argc, char** argv) {
         compute_step(&layout, &blocks, step, device);
         MTS_CHECK(mtsarray_synchronize(&blocks.values[FORCE])); /* keep the model out of the timing */
 
+        /* Each timed phase sits between two barriers: all ranks start it
+         * together, and none starts untimed work (checks, the next step)
+         * that would take a core from a rank still in the phase. */
         PhaseTimes phases[2];
         memset(phases, 0, sizeof(phases));
         MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-        communicate(&layout, &route, &blocks, &forward, &forward_blocks, layout.send_rows,
-                    &forward_blocks, layout.ghost_rows, &phases[0]);
+        communicate(&layout, &route, &blocks, &forward, &phases[0]);
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
         check_forward(&layout, &blocks, step);
 
         MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-        communicate(&layout, &route, &blocks, &reverse, &reverse_pack, layout.ghost_rows,
-                    &reverse_unpack, layout.send_rows, &phases[1]);
+        communicate(&layout, &route, &blocks, &reverse, &phases[1]);
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
         check_reverse(&layout, &blocks, step);
 
         double baseline[2];
@@ -1093,6 +1128,7 @@ int main(int argc, char** argv) {
             baseline_exchange(&layout, channels[d]);
             baseline[d] = MPI_Wtime() - start;
         }
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
         if (timed >= 0) {
             for (int d = 0; d < 2; d++) {
                 timings[d].samples[T_PACK][timed] = phases[d].pack;
@@ -1105,7 +1141,9 @@ int main(int argc, char** argv) {
     }
 
     if (RANK == 0) {
-        printf("median over %d steps of the slowest rank; bytes sent (= received) per rank and step\n",
+        printf("per step, in ms: median over %d steps of the slowest rank (best: the fastest step);\n"
+               "bytes sent (= received) per rank and step; ratio = halo total / MPI_Sendrecv of the "
+               "same bytes\n",
                options.steps);
     }
     const uintptr_t message_rows = 2 * options.ghosts * sizeof(double);
