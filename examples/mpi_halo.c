@@ -57,12 +57,13 @@
  *    host memory through mtsarray (`copy` onto the CPU): the copy is queued
  *    on the stream after the pack and the host waits for that copy only.
  *    MPI receives into a page-locked host array (mtsarray_zeros on
- *    kDLCUDAHost / kDLROCMHost, made once), which `copy` then sends to the
- *    device: that copy has read the host bytes when it returns (small
- *    copies are staged by mtsarray, large ones waited for), so the next
- *    MPI_Irecv may overwrite the array at once; the unpack on the stream
- *    follows the upload (move_data orders the output's stream after the
- *    input's). Why the send side is a fresh CPU copy and not a page-locked
+ *    kDLCUDAHost / kDLROCMHost, made once), which `copy` then uploads to
+ *    the device after MPI_Waitall; the unpack on the stream follows the
+ *    upload (move_data orders the output's stream after the input's, on
+ *    the device). MPI may overwrite the page-locked array in the next step
+ *    because the host waits, before the next MPI_Irecv, for the next copy
+ *    of the send array: it is queued on the same stream after this unpack,
+ *    which waited for the upload. Why the send side is a fresh CPU copy and not a page-locked
  *    array made once: mtsarray has no "copy into an existing array" across
  *    devices, and a new page-locked allocation per step (cudaHostAlloc,
  *    then a device-synchronising cudaFreeHost) costs more than the
@@ -86,10 +87,12 @@
  * mtsarray_set_allocator.
  *
  * Timing: each step times pack, exchange and unpack of both directions
- * (MPI_Wtime, ranks aligned by a barrier before each), and, on the same
- * host, a plain MPI_Sendrecv of the same bytes around the same ring: the
- * cost of the transport alone. Rank 0 prints, per direction, the median over
- * steps of the slowest rank, and the ratio halo / MPI_Sendrecv.
+ * (MPI_Wtime, each direction between two barriers), and a plain
+ * MPI_Sendrecv of the same bytes around the same ring from host buffers:
+ * the cost of the transport alone. Rank 0 prints, per direction, the median
+ * over steps of the slowest rank, the ratio halo / MPI_Sendrecv, and the
+ * same for the fastest step. The movement tables are built once, outside
+ * the timing, as a simulation builds its send lists at re-neighbouring.
  *
  * Usage: mpirun -np 4 mpi_halo [--device cpu|cuda|rocm|auto] [--atoms N]
  *        [--ghosts G] [--features F] [--steps S]
@@ -737,8 +740,9 @@ static mts_array_t transfer(const Layout* layout, const Route* route, Channel* c
         *temporary = false;
         return channel->receive; /* MPI_Waitall returned: the bytes are there */
     }
-    /* upload to the device; the page-locked bytes have been read (or
-     * staged) when `copy` returns, so the next MPI_Irecv may overwrite them */
+    /* upload to the device; the next MPI_Irecv into the page-locked array
+     * comes after the next step's host wait on the blocks' stream, which
+     * the unpack of this step (ordered after this upload) precedes */
     mts_array_t received = {0};
     MTS_CHECK(channel->receive.copy(channel->receive.ptr, route->device, &received));
     *temporary = true;
