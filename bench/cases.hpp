@@ -19,6 +19,11 @@ namespace bench {
 /// memcpy/memset and metatensor::SimpleDataArray.
 std::vector<Case> cpu_cases(const Options& options);
 
+/// The host work of a GPU move_data (MovePlan + the 16-byte move table),
+/// timed on the CPU against the least any implementation must do per
+/// movement (gpu_planning_cases.cpp). Runs on every machine.
+std::vector<Case> gpu_planning_cases(const Options& options);
+
 /// CUDA cases (cuda_cases.cpp, built only when mtsarray has the CUDA
 /// backend). Returns no case, after printing why, when no GPU can be used.
 std::vector<Case> cuda_cases(const Options& options);

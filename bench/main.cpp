@@ -76,6 +76,8 @@ int main(int argc, char** argv) {
     std::vector<bench::Row> rows;
     try {
         auto cases = bench::cpu_cases(options);
+        auto planning = bench::gpu_planning_cases(options);
+        cases.insert(cases.end(), planning.begin(), planning.end());
 #if MTSARRAY_HAS_CUDA
         auto gpu = bench::cuda_cases(options);
         cases.insert(cases.end(), gpu.begin(), gpu.end());

@@ -54,6 +54,15 @@
  * another device, tensormap_to) fail with a clear error while the stream is
  * capturing: make those arrays before capturing.
  *
+ * Handles: the `ptr` of an mtsarray array is a handle (a slot of a table and
+ * that slot's generation), not the address of an object. Once the array is
+ * destroyed, its `ptr` names no array: a second `destroy` does nothing, and
+ * every other callback or function given it fails with "... was not made by
+ * mtsarray (or was already destroyed)", even when a newer array was made in
+ * the same memory or the same slot. This holds until that slot has been
+ * reused 2^28 times (2^28 destroys of other arrays at the very least). A
+ * `ptr` that mtsarray did not make is recognised without being read.
+ *
  * Thread safety: every function may be called from any thread; an array
  * that is being modified (reshape, swap_axes, move_data output, set_stream)
  * must not be used by another thread at the same time.

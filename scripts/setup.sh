@@ -18,6 +18,8 @@ APT_PACKAGES=(
     hipcc
     # sanitizer and libFuzzer runtimes for scripts/sanitizers.sh
     clang libclang-rt-14-dev
+    # MPI for examples/mpi_halo.c and its tests (mpirun with 2 and 4 ranks)
+    openmpi-bin libopenmpi-dev
 )
 
 install_system_packages() {
@@ -90,9 +92,10 @@ create_venv() {
 }
 
 report() {
-    local nvcc hipcc
+    local nvcc hipcc mpiexec
     nvcc="$(find_nvcc)"
     hipcc="$(command -v hipcc 2>/dev/null || true)"
+    mpiexec="$(command -v mpiexec 2>/dev/null || true)"
     log "where things are"
     printf '  %-22s %s\n' \
         "repository" "$REPO_ROOT" \
@@ -104,7 +107,8 @@ report() {
         "gtest" "$(ls -d /usr/include/gtest 2>/dev/null || echo 'not found')" \
         "google benchmark" "$(ls -d /usr/include/benchmark 2>/dev/null || echo 'not found (optional)')" \
         "nvcc (CUDA backend)" "${nvcc:-not found: CUDA backend will be off}" \
-        "hipcc (HIP backend)" "${hipcc:-not found: HIP backend will be off}"
+        "hipcc (HIP backend)" "${hipcc:-not found: HIP backend will be off}" \
+        "mpiexec (mpi_halo)" "${mpiexec:-not found: the tests of examples/mpi_halo.c will be skipped}"
 }
 
 install_system_packages

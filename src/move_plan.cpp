@@ -66,11 +66,21 @@ MovePlan::MovePlan(const std::vector<uintptr_t>& output_shape, const std::vector
     }
     input_row_stride_ = properties_in_ * element_size;
     output_row_stride_ = properties_out_ * element_size;
+    geometry_ = Geometry{samples_in_,
+                         samples_out_,
+                         properties_in_,
+                         properties_out_,
+                         components_ * input_row_stride_,
+                         components_ * output_row_stride_,
+                         input_row_stride_,
+                         output_row_stride_,
+                         components_,
+                         element_size_};
 }
 
 void MovePlan::validate() const {
     for (size_t i = 0; i < movements_count_; i++) {
-        if (!in_range(movements_[i])) {
+        if (!in_range(geometry_, movements_[i])) {
             validate_movement(i, movements_[i], samples_in_, samples_out_, properties_in_, properties_out_);
         }
     }

@@ -81,31 +81,37 @@ public:
     bool trivially_empty() const noexcept { return movements_count_ == 0 || components_ == 0; }
 
 private:
-    /// The run of one movement, before coalescing.
-    MoveRun run_of(const mts_data_movement_t& movement) const noexcept {
-        return {(movement.sample_in * components_ * input_row_stride_) + movement.properties_start_in * element_size_,
-                (movement.sample_out * components_ * output_row_stride_) + movement.properties_start_out * element_size_,
-                movement.properties_length * element_size_, components_};
-    }
-
-    /// Whole rows on both sides: the run is one contiguous block.
-    MoveRun collapsed(MoveRun run) const noexcept {
-        if (run.bytes == input_row_stride_ && run.bytes == output_row_stride_) {
-            run.bytes *= run.rows;
-            run.rows = 1;
-        }
-        return run;
-    }
+    /// What the loops need of the shapes. The loops copy it into locals:
+    /// stores a visitor makes (the table entries, uint64_t like these fields)
+    /// could otherwise alias the plan's members and force a reload of each
+    /// one per movement.
+    struct Geometry {
+        uint64_t samples_in, samples_out;
+        uint64_t properties_in, properties_out;
+        uint64_t input_sample_bytes, output_sample_bytes;  // components * row stride
+        uint64_t input_row_stride, output_row_stride;
+        uint64_t components;
+        uint64_t element_size;
+    };
 
     /// The fast check of one movement: no call, no string, one branch for
     /// the caller. Written with subtractions so that start + length can not
     /// overflow.
-    bool in_range(const mts_data_movement_t& movement) const noexcept {
-        return (movement.sample_in < samples_in_) & (movement.sample_out < samples_out_) &
-               (movement.properties_start_in <= properties_in_) &
-               (movement.properties_length <= properties_in_ - movement.properties_start_in) &
-               (movement.properties_start_out <= properties_out_) &
-               (movement.properties_length <= properties_out_ - movement.properties_start_out);
+    static bool in_range(const Geometry& g, const mts_data_movement_t& movement) noexcept {
+        return (movement.sample_in < g.samples_in) & (movement.sample_out < g.samples_out) &
+               (movement.properties_start_in <= g.properties_in) &
+               (movement.properties_length <= g.properties_in - movement.properties_start_in) &
+               (movement.properties_start_out <= g.properties_out) &
+               (movement.properties_length <= g.properties_out - movement.properties_start_out);
+    }
+
+    /// Whole rows on both sides: the run is one contiguous block.
+    static MoveRun collapsed(const Geometry& g, MoveRun run) noexcept {
+        if (run.bytes == g.input_row_stride && run.bytes == g.output_row_stride) {
+            run.bytes *= run.rows;
+            run.rows = 1;
+        }
+        return run;
     }
 
     template <bool Check, typename Visit>
@@ -113,6 +119,7 @@ private:
 
     const mts_data_movement_t* movements_;
     size_t movements_count_;
+    Geometry geometry_ = {};
     uintptr_t samples_in_ = 0;
     uintptr_t samples_out_ = 0;
     uintptr_t properties_in_ = 0;
@@ -125,11 +132,14 @@ private:
 
 template <bool Check, typename Visit>
 bool MovePlan::iterate_runs(Visit& visit) const {
-    if (components_ == 0) {
+    const Geometry g = geometry_;
+    const mts_data_movement_t* const movements = movements_;
+    const size_t count = movements_count_;
+    if (g.components == 0) {
         // no row to copy; the movements still have to be valid
         if (Check) {
-            for (size_t i = 0; i < movements_count_; i++) {
-                if (!in_range(movements_[i])) {
+            for (size_t i = 0; i < count; i++) {
+                if (!in_range(g, movements[i])) {
                     return false;
                 }
             }
@@ -138,30 +148,37 @@ bool MovePlan::iterate_runs(Visit& visit) const {
     }
     bool pending = false;
     MoveRun run = {};
-    for (size_t i = 0; i < movements_count_; i++) {
-        const mts_data_movement_t& movement = movements_[i];
-        if (Check && !in_range(movement)) {
+    // where the next row of `run` would start on each side: a movement
+    // starting exactly there (with the same width) extends the run
+    uint64_t next_input = 0;
+    uint64_t next_output = 0;
+    for (size_t i = 0; i < count; i++) {
+        const mts_data_movement_t& movement = movements[i];
+        if (Check && !in_range(g, movement)) {
             return false;
         }
         if (movement.properties_length == 0) {
             continue;
         }
-        const MoveRun next = run_of(movement);
+        const uint64_t input_offset = movement.sample_in * g.input_sample_bytes + movement.properties_start_in * g.element_size;
+        const uint64_t output_offset =
+            movement.sample_out * g.output_sample_bytes + movement.properties_start_out * g.element_size;
+        const uint64_t bytes = movement.properties_length * g.element_size;
         // consecutive rows on both sides with the same width: one longer run
-        if (pending && next.bytes == run.bytes &&
-            next.input_offset == run.input_offset + run.rows * input_row_stride_ &&
-            next.output_offset == run.output_offset + run.rows * output_row_stride_) {
-            run.rows += next.rows;
-            continue;
+        if (pending && bytes == run.bytes && input_offset == next_input && output_offset == next_output) {
+            run.rows += g.components;
+        } else {
+            if (pending) {
+                visit(collapsed(g, run));
+            }
+            run = MoveRun{input_offset, output_offset, bytes, g.components};
+            pending = true;
         }
-        if (pending) {
-            visit(collapsed(run));
-        }
-        run = next;
-        pending = true;
+        next_input = input_offset + g.input_sample_bytes;
+        next_output = output_offset + g.output_sample_bytes;
     }
     if (pending) {
-        visit(collapsed(run));
+        visit(collapsed(g, run));
     }
     return true;
 }

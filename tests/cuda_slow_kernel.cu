@@ -16,7 +16,18 @@ __global__ void spin_then_fill(double* data, size_t count, double value, long lo
     }
 }
 
+__global__ void hold_until_released(const volatile int* released, long long max_cycles) {
+    const long long start = clock64();
+    while (*released == 0 && clock64() - start < max_cycles) {
+    }
+}
+
 }  // namespace
+
+cudaError_t launch_hold_until_released(const volatile int* released, long long max_cycles, cudaStream_t stream) {
+    hold_until_released<<<1, 1, 0, stream>>>(released, max_cycles);
+    return cudaGetLastError();
+}
 
 cudaError_t launch_spin_then_fill(double* data, size_t count, double value, long long cycles, cudaStream_t stream) {
     spin_then_fill<<<64, 256, 0, stream>>>(data, count, value, cycles);

@@ -15,61 +15,17 @@
 
 #include "backends.hpp"
 #include "cuda_slow_kernel.hpp"
+#include "cuda_stream_fixture.hpp"
 
 using namespace mtsarray_test;
 
 namespace {
 
-enum class StreamKind { legacy, per_thread, user };
-
-void PrintTo(StreamKind kind, std::ostream* stream) {
-    *stream << (kind == StreamKind::legacy ? "legacy" : kind == StreamKind::per_thread ? "per_thread" : "user");
-}
-
-#define CUDA_CHECK(call)                                                                  \
-    do {                                                                                  \
-        cudaError_t status_ = (call);                                                     \
-        ASSERT_EQ(status_, cudaSuccess) << #call << ": " << cudaGetErrorString(status_);  \
-    } while (false)
-
-class CudaStreams : public ::testing::TestWithParam<StreamKind> {
-protected:
-    void SetUp() override {
-        MTSARRAY_SKIP_UNLESS_AVAILABLE((DLDevice{kDLCUDA, 0}));
-        switch (GetParam()) {
-        case StreamKind::legacy: number_ = 1; break;
-        case StreamKind::per_thread: number_ = 2; break;
-        case StreamKind::user:
-            CUDA_CHECK(cudaStreamCreateWithFlags(&user_, cudaStreamNonBlocking));
-            number_ = static_cast<int64_t>(reinterpret_cast<intptr_t>(user_));
-            break;
-        }
-        CUDA_CHECK(cudaStreamCreateWithFlags(&other_, cudaStreamNonBlocking));
-    }
-    void TearDown() override {
-        // the arrays of a test are gone by now; their frees are queued on
-        // these streams and complete before the streams are released
-        if (user_ != nullptr) {
-            cudaStreamDestroy(user_);
-        }
-        if (other_ != nullptr) {
-            cudaStreamDestroy(other_);
-        }
-    }
-    int64_t other_number() const { return static_cast<int64_t>(reinterpret_cast<intptr_t>(other_)); }
-
-    int64_t number_ = 0;
-    cudaStream_t user_ = nullptr;
-    cudaStream_t other_ = nullptr;
-};
+class CudaStreams : public CudaStreamTest {};
 
 INSTANTIATE_TEST_SUITE_P(AllStreams, CudaStreams,
                          ::testing::Values(StreamKind::legacy, StreamKind::per_thread, StreamKind::user),
-                         [](const ::testing::TestParamInfo<StreamKind>& info) {
-                             std::stringstream name;
-                             PrintTo(info.param, &name);
-                             return name.str();
-                         });
+                         stream_kind_name);
 
 TEST_P(CudaStreams, WorkRunsOnTheArrayStream) {
     const DLDevice cuda = {kDLCUDA, 0};
@@ -169,9 +125,7 @@ TEST_P(CudaStreams, ASlowKernelIsWaitedForByTheConsumerStream) {
     constexpr size_t count = 1 << 16;
     auto array = mtsarray::Array::zeros(cuda, float64(), {count});
     array.set_stream(number_);
-    cudaStream_t work = GetParam() == StreamKind::legacy       ? cudaStreamLegacy
-                        : GetParam() == StreamKind::per_thread ? cudaStreamPerThread
-                                                               : user_;
+    cudaStream_t work = stream_;
     const int64_t consumer = other_number();
     std::vector<double> host(count);
     for (int repetition = 0; repetition < 100; repetition++) {

@@ -241,7 +241,7 @@ public:
         // into a buffer on the stack, growing into page-locked memory (or,
         // under capture, plain host memory) for large plans. Nothing is
         // queued before the last movement is checked.
-        TableStorage storage(device_state(device).staging, capture.active);
+        TableStorage storage(device_state(device).staging, capture.active, plan.movements_count());
         MoveTableSummary summary;
         if (!build_move_table(plan, storage, summary)) {
             plan.validate();  // throws the error naming the bad movement
@@ -537,29 +537,21 @@ private:
     /// not allowed while a graph is captured).
     class TableStorage {
     public:
-        TableStorage(PinnedStagingPool<Runtime>& staging, bool capturing)
-            : staging_(staging), capturing_(capturing) {}
+        /// Each movement makes at most one entry unless it moves more than
+        /// max_entry_bytes: a table of `expected_entries` is made at once
+        /// rather than grown (and copied) step by step.
+        TableStorage(PinnedStagingPool<Runtime>& staging, bool capturing, size_t expected_entries)
+            : staging_(staging), capturing_(capturing) {
+            if (expected_entries > capacity_) {
+                reallocate(expected_entries, 0);
+            }
+        }
 
         MoveTableEntry* data() noexcept { return entries_; }
         size_t capacity() const noexcept { return capacity_; }
 
-        void grow(size_t at_least) {
-            const size_t capacity = std::max(at_least, 2 * capacity_);
-            MoveTableEntry* grown = nullptr;
-            if (capturing_) {
-                host_.resize(capacity);
-                grown = host_.data();
-            } else {
-                auto lease = staging_.acquire(capacity * sizeof(MoveTableEntry));
-                grown = static_cast<MoveTableEntry*>(lease.data());
-                lease_ = std::make_unique<PinnedLease>(std::move(lease));
-            }
-            if (grown != entries_) {
-                std::memcpy(grown, entries_, capacity_ * sizeof(MoveTableEntry));
-            }
-            entries_ = grown;
-            capacity_ = capacity;
-        }
+        /// Called by the table writer when every entry is in use.
+        void grow(size_t at_least) { reallocate(std::max(at_least, 2 * capacity_), capacity_); }
 
         /// The upload reading the page-locked table is queued on `stream`.
         void release_after(StreamHandle stream) {
@@ -571,6 +563,26 @@ private:
 
     private:
         using PinnedLease = typename PinnedStagingPool<Runtime>::Lease;
+
+        /// New memory for `capacity` entries holding the first `keep` ones.
+        /// The old memory is given up only after the copy: a lease returned
+        /// to the pool may be handed to another thread at once, and a
+        /// vector that grows in place frees what it held.
+        void reallocate(size_t capacity, size_t keep) {
+            if (capturing_) {
+                std::vector<MoveTableEntry> grown(capacity);
+                std::memcpy(grown.data(), entries_, keep * sizeof(MoveTableEntry));
+                host_.swap(grown);
+                entries_ = host_.data();
+            } else {
+                auto grown = std::make_unique<PinnedLease>(staging_.acquire(capacity * sizeof(MoveTableEntry)));
+                std::memcpy(grown->data(), entries_, keep * sizeof(MoveTableEntry));
+                lease_ = std::move(grown);
+                entries_ = static_cast<MoveTableEntry*>(lease_->data());
+            }
+            capacity_ = capacity;
+        }
+
         PinnedStagingPool<Runtime>& staging_;
         bool capturing_;
         MoveTableEntry stack_[inline_move_table_capacity];

@@ -26,9 +26,6 @@
 namespace mtsarray::detail {
 namespace gpu {
 
-/// Largest table passed by value (kernel parameters stay within 4 KiB).
-constexpr uint32_t inline_move_table_capacity = 240;
-
 /// A table small enough to travel in the kernel parameters.
 struct InlineMoveTable {
     MoveTableEntry entries[inline_move_table_capacity];

@@ -64,6 +64,11 @@ MTSARRAY_HOST_DEVICE inline uint32_t entry_rows(const MoveTableEntry& entry) {
     return static_cast<uint32_t>(entry.output >> move_offset_bits);
 }
 
+/// Largest table a kernel launch takes by value, inside its parameters
+/// (move_data_kernels.hpp: they stay within 4 KiB); larger tables are
+/// uploaded to device memory.
+constexpr uint32_t inline_move_table_capacity = 240;
+
 /// What a pass over the plan learned besides the entries.
 struct MoveTableSummary {
     uint64_t entries = 0;
@@ -110,28 +115,59 @@ inline unsigned team_log2_for(const MoveTableSummary& summary, size_t width) {
 
 namespace move_table_detail {
 
+// Keeps everything it updates per run in its own members (the object is a
+// local of build_move_table, so they live in registers) and only writes the
+// caller's summary at the end: a store into the table could otherwise alias
+// the summary and cost a reload and a store of each field per run.
 template <class Storage> class Writer {
 public:
-    Writer(Storage& storage, MoveTableSummary& summary, uint64_t input_stride, uint64_t output_stride)
-        : storage_(storage), summary_(summary), input_stride_(input_stride), output_stride_(output_stride),
-          entries_(storage.data()), capacity_(storage.capacity()) {}
+    Writer(Storage& storage, uint64_t input_stride, uint64_t output_stride)
+        : storage_(storage), input_stride_(input_stride), output_stride_(output_stride),
+          multi_row_bits_(input_stride | output_stride), entries_(storage.data()), capacity_(storage.capacity()) {}
 
     void operator()(const MoveRun& run) {
-        summary_.total_bytes += run.bytes * run.rows;
-        summary_.alignment_bits |= run.input_offset | run.output_offset | run.bytes;
-        if (run.rows > 1) {
-            summary_.alignment_bits |= input_stride_ | output_stride_;
-        }
-        if (run.bytes * run.rows <= max_entry_bytes) {
-            add(run.input_offset, run.output_offset, run.bytes, run.rows);
+        const uint64_t bytes = run.bytes * run.rows;
+        total_bytes_ += bytes;
+        alignment_bits_ |= run.input_offset | run.output_offset | run.bytes | (run.rows > 1 ? multi_row_bits_ : 0);
+        if (bytes <= max_entry_bytes && size_ < capacity_) {
+            entries_[size_++] = pack_entry(run.input_offset, run.output_offset, run.bytes, run.rows);
         } else {
-            split(run);
+            add_slowly(run);
         }
     }
 
-    void finish() { summary_.entries = size_; }
+    void finish(MoveTableSummary& summary) const {
+        summary.entries = size_;
+        summary.total_bytes = total_bytes_;
+        summary.alignment_bits = alignment_bits_;
+    }
 
 private:
+    // Out of the hot path: a full table, or a run of more than
+    // max_entry_bytes.
+    void add_slowly(const MoveRun& run) {
+        if (run.bytes * run.rows <= max_entry_bytes) {
+            add(run.input_offset, run.output_offset, run.bytes, run.rows);
+        } else if (run.bytes <= max_entry_bytes) {
+            // short rows: groups of whole rows
+            const uint64_t rows_per_entry = max_entry_bytes / run.bytes;
+            for (uint64_t row = 0; row < run.rows; row += rows_per_entry) {
+                const uint64_t rows = run.rows - row < rows_per_entry ? run.rows - row : rows_per_entry;
+                add(run.input_offset + row * input_stride_, run.output_offset + row * output_stride_, run.bytes,
+                    rows);
+            }
+        } else {
+            // long rows: pieces of one row each
+            for (uint64_t row = 0; row < run.rows; row++) {
+                for (uint64_t start = 0; start < run.bytes; start += max_entry_bytes) {
+                    const uint64_t bytes = run.bytes - start < max_entry_bytes ? run.bytes - start : max_entry_bytes;
+                    add(run.input_offset + row * input_stride_ + start,
+                        run.output_offset + row * output_stride_ + start, bytes, 1);
+                }
+            }
+        }
+    }
+
     void add(uint64_t input_offset, uint64_t output_offset, uint64_t row_bytes, uint64_t rows) {
         if (size_ == capacity_) {
             storage_.grow(capacity_ + 1);
@@ -141,35 +177,15 @@ private:
         entries_[size_++] = pack_entry(input_offset, output_offset, row_bytes, rows);
     }
 
-    // Out of the hot path: runs of more than max_entry_bytes.
-    void split(const MoveRun& run) {
-        if (run.bytes <= max_entry_bytes) {
-            // short rows: groups of whole rows
-            const uint64_t rows_per_entry = max_entry_bytes / run.bytes;
-            for (uint64_t row = 0; row < run.rows; row += rows_per_entry) {
-                const uint64_t rows = run.rows - row < rows_per_entry ? run.rows - row : rows_per_entry;
-                add(run.input_offset + row * input_stride_, run.output_offset + row * output_stride_, run.bytes,
-                    rows);
-            }
-            return;
-        }
-        // long rows: pieces of one row each
-        for (uint64_t row = 0; row < run.rows; row++) {
-            for (uint64_t start = 0; start < run.bytes; start += max_entry_bytes) {
-                const uint64_t bytes = run.bytes - start < max_entry_bytes ? run.bytes - start : max_entry_bytes;
-                add(run.input_offset + row * input_stride_ + start, run.output_offset + row * output_stride_ + start,
-                    bytes, 1);
-            }
-        }
-    }
-
     Storage& storage_;
-    MoveTableSummary& summary_;
     uint64_t input_stride_;
     uint64_t output_stride_;
+    uint64_t multi_row_bits_;
     MoveTableEntry* entries_;
     size_t capacity_;
     size_t size_ = 0;
+    uint64_t total_bytes_ = 0;
+    uint64_t alignment_bits_ = 0;
 };
 
 }  // namespace move_table_detail
@@ -177,11 +193,11 @@ private:
 template <class Storage>
 bool build_move_table(const MovePlan& plan, Storage& storage, MoveTableSummary& summary) {
     summary = MoveTableSummary{};
-    move_table_detail::Writer<Storage> writer(storage, summary, plan.input_row_stride(), plan.output_row_stride());
+    move_table_detail::Writer<Storage> writer(storage, plan.input_row_stride(), plan.output_row_stride());
     if (!plan.for_each_valid_run(writer)) {
         return false;
     }
-    writer.finish();
+    writer.finish(summary);
     return true;
 }
 

@@ -1,0 +1,124 @@
+#include "cuda_baselines.hpp"
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include <cub/device/device_memcpy.cuh>
+
+namespace bench {
+namespace {
+
+void baseline_check(cudaError_t status, const char* call) {
+    if (status != cudaSuccess) {
+        throw std::runtime_error(std::string(call) + ": " + cudaGetErrorName(status) + ": " +
+                                 cudaGetErrorString(status));
+    }
+}
+#define BASELINE_CUDA(call) baseline_check((call), #call)
+
+constexpr unsigned WARP = 32;
+constexpr unsigned THREADS_PER_BLOCK = 256;
+
+template <typename Unit>
+__global__ void __launch_bounds__(THREADS_PER_BLOCK)
+    warp_per_segment_kernel(const void* const* sources, void* const* destinations, const size_t* sizes,
+                            size_t count) {
+    const size_t thread = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    const size_t lane = threadIdx.x % WARP;
+    const size_t warps = size_t(gridDim.x) * blockDim.x / WARP;
+    for (size_t segment = thread / WARP; segment < count; segment += warps) {
+        const Unit* source = static_cast<const Unit*>(sources[segment]);
+        Unit* destination = static_cast<Unit*>(destinations[segment]);
+        const size_t units = sizes[segment] / sizeof(Unit);
+        for (size_t unit = lane; unit < units; unit += WARP) {
+            destination[unit] = source[unit];
+        }
+    }
+}
+
+template <typename Unit> void launch_with_unit(const DeviceSegmentList& segments, cudaStream_t stream) {
+    int device = 0;
+    int multiprocessors = 0;
+    BASELINE_CUDA(cudaGetDevice(&device));
+    BASELINE_CUDA(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+    // one warp per segment, at most enough blocks to fill the device a few
+    // times over (the kernel strides over the rest)
+    const size_t warps_per_block = THREADS_PER_BLOCK / WARP;
+    const size_t wanted = (segments.count() + warps_per_block - 1) / warps_per_block;
+    const size_t limit = size_t(multiprocessors) * 16;
+    const unsigned blocks = static_cast<unsigned>(wanted < limit ? wanted : limit);
+    warp_per_segment_kernel<Unit><<<blocks, THREADS_PER_BLOCK, 0, stream>>>(
+        segments.sources(), segments.destinations(), segments.sizes(), segments.count());
+    BASELINE_CUDA(cudaGetLastError());
+}
+
+}  // namespace
+
+DeviceSegmentList::DeviceSegmentList(const std::vector<const void*>& sources, const std::vector<void*>& destinations,
+                                     const std::vector<size_t>& sizes)
+    : count_(sizes.size()) {
+    if (sources.size() != count_ || destinations.size() != count_) {
+        throw std::invalid_argument("DeviceSegmentList: sources, destinations and sizes differ in length");
+    }
+    uintptr_t bits = 0;
+    for (size_t i = 0; i < count_; i++) {
+        bits |= reinterpret_cast<uintptr_t>(sources[i]) | reinterpret_cast<uintptr_t>(destinations[i]) | sizes[i];
+    }
+    while (unit_bytes_ > 1 && bits % unit_bytes_ != 0) {
+        unit_bytes_ /= 2;
+    }
+    const size_t pointer_bytes = (count_ == 0 ? 1 : count_) * sizeof(void*);
+    try {
+        BASELINE_CUDA(cudaMalloc(reinterpret_cast<void**>(&sources_), pointer_bytes));
+        BASELINE_CUDA(cudaMalloc(reinterpret_cast<void**>(&destinations_), pointer_bytes));
+        BASELINE_CUDA(cudaMalloc(reinterpret_cast<void**>(&sizes_), (count_ == 0 ? 1 : count_) * sizeof(size_t)));
+        BASELINE_CUDA(cudaMemcpy(sources_, sources.data(), count_ * sizeof(void*), cudaMemcpyHostToDevice));
+        BASELINE_CUDA(cudaMemcpy(destinations_, destinations.data(), count_ * sizeof(void*), cudaMemcpyHostToDevice));
+        BASELINE_CUDA(cudaMemcpy(sizes_, sizes.data(), count_ * sizeof(size_t), cudaMemcpyHostToDevice));
+    } catch (...) {
+        cudaFree(sources_);
+        cudaFree(destinations_);
+        cudaFree(sizes_);
+        throw;
+    }
+}
+
+DeviceSegmentList::~DeviceSegmentList() {
+    cudaFree(sources_);
+    cudaFree(destinations_);
+    cudaFree(sizes_);
+}
+
+void launch_warp_per_segment(const DeviceSegmentList& segments, cudaStream_t stream) {
+    if (segments.count() == 0) {
+        return;
+    }
+    switch (segments.unit_bytes()) {
+    case 16: launch_with_unit<uint4>(segments, stream); break;
+    case 8: launch_with_unit<uint2>(segments, stream); break;
+    case 4: launch_with_unit<uint32_t>(segments, stream); break;
+    case 2: launch_with_unit<uint16_t>(segments, stream); break;
+    default: launch_with_unit<uint8_t>(segments, stream); break;
+    }
+}
+
+CubBatchedMemcpy::CubBatchedMemcpy(const DeviceSegmentList& segments) : segments_(segments) {
+    BASELINE_CUDA(cub::DeviceMemcpy::Batched(nullptr, temporary_bytes_, segments_.sources(),
+                                             segments_.destinations(), segments_.sizes(),
+                                             static_cast<int64_t>(segments_.count())));
+    BASELINE_CUDA(cudaMalloc(&temporary_, temporary_bytes_ == 0 ? 1 : temporary_bytes_));
+}
+
+CubBatchedMemcpy::~CubBatchedMemcpy() {
+    cudaFree(temporary_);
+}
+
+void CubBatchedMemcpy::launch(cudaStream_t stream) const {
+    size_t bytes = temporary_bytes_;
+    BASELINE_CUDA(cub::DeviceMemcpy::Batched(temporary_, bytes, segments_.sources(), segments_.destinations(),
+                                             segments_.sizes(), static_cast<int64_t>(segments_.count()),
+                                             stream));
+}
+
+}  // namespace bench

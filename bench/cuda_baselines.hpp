@@ -1,0 +1,65 @@
+#pragma once
+// Two batched-copy kernels that the CUDA move_data rows compare mtsarray's
+// kernel with (kernel-only, on a segment list already in device memory):
+//  - cub::DeviceMemcpy::Batched, from the CCCL that ships with the toolkit
+//    (CUDA builds only: HIP has no CUB here, which is why src/gpu does not
+//    use it);
+//  - a plain warp-per-segment kernel: warp w copies segment w with the
+//    widest loads (up to 16 bytes) that every pointer and size allows,
+//    lanes on consecutive units.
+// Both copy exactly the segments the user would hand to cudaMemcpyAsync one
+// by one (cuda_cases.cpp: segments_of).
+
+#include <cstddef>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+namespace bench {
+
+/// A segment list in device memory: sources[i] -> destinations[i], sizes[i]
+/// bytes. Uploaded once, at construction (synchronously: set-up, not timed).
+class DeviceSegmentList {
+public:
+    DeviceSegmentList(const std::vector<const void*>& sources, const std::vector<void*>& destinations,
+                      const std::vector<size_t>& sizes);
+    ~DeviceSegmentList();
+    DeviceSegmentList(const DeviceSegmentList&) = delete;
+    DeviceSegmentList& operator=(const DeviceSegmentList&) = delete;
+
+    const void* const* sources() const { return sources_; }
+    void* const* destinations() const { return destinations_; }
+    const size_t* sizes() const { return sizes_; }
+    size_t count() const { return count_; }
+    /// Widest power of two (at most 16) dividing every pointer and size.
+    size_t unit_bytes() const { return unit_bytes_; }
+
+private:
+    const void** sources_ = nullptr;
+    void** destinations_ = nullptr;
+    size_t* sizes_ = nullptr;
+    size_t count_ = 0;
+    size_t unit_bytes_ = 16;
+};
+
+/// Queues the warp-per-segment kernel over `segments` on `stream`.
+void launch_warp_per_segment(const DeviceSegmentList& segments, cudaStream_t stream);
+
+/// cub::DeviceMemcpy::Batched over `segments`, its temporary storage sized
+/// and allocated once (set-up), so that `launch` queues only the copy.
+class CubBatchedMemcpy {
+public:
+    explicit CubBatchedMemcpy(const DeviceSegmentList& segments);
+    ~CubBatchedMemcpy();
+    CubBatchedMemcpy(const CubBatchedMemcpy&) = delete;
+    CubBatchedMemcpy& operator=(const CubBatchedMemcpy&) = delete;
+
+    void launch(cudaStream_t stream) const;
+
+private:
+    const DeviceSegmentList& segments_;
+    void* temporary_ = nullptr;
+    size_t temporary_bytes_ = 0;
+};
+
+}  // namespace bench

@@ -1,0 +1,178 @@
+// The host side of a GPU move_data, timed on the CPU so that every machine
+// tracks it (the CUDA issue's point 5: at most 4 ns per movement). This is
+// the very code GpuBackend::move_data runs before it queues anything:
+// MovePlan checks every movement while build_move_table coalesces the runs
+// and packs their 16-byte entries, here into host memory reused from call to
+// call (what the page-locked staging pool hands the GPU backend).
+//
+// The floor it is compared with is the least any implementation must do per
+// movement: read the 40-byte mts_data_movement_t, bounds-check it and write
+// one 16-byte entry, in one simple loop.
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gpu/move_data_table.hpp"
+#include "move_plan.hpp"
+
+#include "cases.hpp"
+#include "move_patterns.hpp"
+
+namespace bench {
+namespace {
+
+using mtsarray::detail::MovePlan;
+using mtsarray::detail::gpu::build_move_table;
+using mtsarray::detail::gpu::entry_input_offset;
+using mtsarray::detail::gpu::entry_output_offset;
+using mtsarray::detail::gpu::entry_row_bytes;
+using mtsarray::detail::gpu::entry_rows;
+using mtsarray::detail::gpu::MoveTableEntry;
+using mtsarray::detail::gpu::MoveTableSummary;
+
+constexpr double NANOSECONDS_PER_MOVEMENT_TARGET = 4.0;
+constexpr size_t ELEMENT_SIZE = sizeof(double);
+
+/// Host memory for the table, sized once and reused by every call (the GPU
+/// backend's page-locked leases are pooled the same way).
+class ReusedTable {
+public:
+    explicit ReusedTable(size_t capacity) : entries_(capacity) {}
+    MoveTableEntry* data() { return entries_.data(); }
+    size_t capacity() const { return entries_.size(); }
+    void grow(size_t at_least) { entries_.resize(std::max(at_least, 2 * entries_.size())); }
+
+private:
+    std::vector<MoveTableEntry> entries_;
+};
+
+using PlanningCase = MovePattern;
+
+/// Runs the table on host buffers and compares the result with the
+/// movements applied one by one: the timed planning must produce a table
+/// that does what the movements say.
+void check_table(const PlanningCase& c, const MovePlan& plan, const MoveTableEntry* entries,
+                 const MoveTableSummary& summary) {
+    const size_t input_count = product(c.input_shape);
+    const size_t output_count = product(c.output_shape);
+    std::vector<double> input(input_count);
+    for (size_t i = 0; i < input_count; i++) {
+        input[i] = value_at<double>(i);
+    }
+    std::vector<double> expected(output_count, -1.0);
+    std::vector<double> got(output_count, -1.0);
+    const size_t p_in = c.input_shape.back();
+    const size_t p_out = c.output_shape.back();
+    for (const auto& m : c.movements) {
+        for (size_t x = 0; x < m.properties_length; x++) {
+            expected[m.sample_out * p_out + m.properties_start_out + x] =
+                input[m.sample_in * p_in + m.properties_start_in + x];
+        }
+    }
+    const auto* in = reinterpret_cast<const unsigned char*>(input.data());
+    auto* out = reinterpret_cast<unsigned char*>(got.data());
+    for (uint64_t e = 0; e < summary.entries; e++) {
+        const auto& entry = entries[e];
+        for (uint64_t row = 0; row < entry_rows(entry); row++) {
+            std::memcpy(out + entry_output_offset(entry) + row * plan.output_row_stride(),
+                        in + entry_input_offset(entry) + row * plan.input_row_stride(), entry_row_bytes(entry));
+        }
+    }
+    if (got != expected) {
+        throw std::runtime_error("gpu planning " + c.name + ": the table does not move what the movements say");
+    }
+}
+
+/// The floor: bounds-check each movement and write one 16-byte entry.
+/// Returns the number of invalid movements (0), so that nothing is elided.
+size_t floor_pass(const PlanningCase& c, MoveTableEntry* entries) {
+    const uintptr_t samples_in = c.input_shape[0], samples_out = c.output_shape[0];
+    const uintptr_t p_in = c.input_shape[1], p_out = c.output_shape[1];
+    size_t invalid = 0;
+    for (size_t i = 0; i < c.movements.size(); i++) {
+        const auto& m = c.movements[i];
+        const bool ok = (m.sample_in < samples_in) & (m.sample_out < samples_out) &
+                        (m.properties_start_in <= p_in) & (m.properties_length <= p_in - m.properties_start_in) &
+                        (m.properties_start_out <= p_out) & (m.properties_length <= p_out - m.properties_start_out);
+        invalid += ok ? 0 : 1;
+        entries[i].input = (m.sample_in * p_in + m.properties_start_in) * ELEMENT_SIZE |
+                           uint64_t(m.properties_length * ELEMENT_SIZE) << 40;
+        entries[i].output = (m.sample_out * p_out + m.properties_start_out) * ELEMENT_SIZE | uint64_t(1) << 40;
+    }
+    return invalid;
+}
+
+Row run_planning(const Options& options, const PlanningCase& c) {
+    const size_t count = c.movements.size();
+    ReusedTable table(count);
+    MoveTableSummary summary;
+    auto plan_once = [&] {
+        const MovePlan plan(c.output_shape, c.input_shape, ELEMENT_SIZE, c.movements.data(), count);
+        if (!build_move_table(plan, table, summary)) {
+            throw std::runtime_error("gpu planning " + c.name + ": a movement was refused");
+        }
+        clobber(table.data());
+    };
+    {
+        const MovePlan plan(c.output_shape, c.input_shape, ELEMENT_SIZE, c.movements.data(), count);
+        if (!build_move_table(plan, table, summary)) {
+            throw std::runtime_error("gpu planning " + c.name + ": a movement was refused");
+        }
+        check_table(c, plan, table.data(), summary);
+    }
+    std::vector<MoveTableEntry> floor_entries(count);
+    auto seconds = measure(options, {
+        wall_clock(plan_once),
+        wall_clock([&] {
+            if (floor_pass(c, floor_entries.data()) != 0) {
+                throw std::runtime_error("gpu planning floor: invalid movement");
+            }
+            clobber(floor_entries.data());
+        }),
+    });
+
+    Row row;
+    row.group = "move_data planning";
+    row.device = "cpu";
+    row.name = "GPU table, f64 " + c.name;
+    row.parameters = {{"movements", std::to_string(count)}, {"entries", std::to_string(summary.entries)},
+                      {"table_bytes", std::to_string(summary.entries * sizeof(MoveTableEntry))}};
+    row.seconds = seconds[0];
+    row.baseline_name = "check + 16-byte write per movement";
+    row.baseline_seconds = seconds[1];
+    const double per_movement = 1e9 * row.seconds / static_cast<double>(count);
+    row.measurements = {{"nanoseconds_per_movement", per_movement},
+                        {"floor_nanoseconds_per_movement", 1e9 * row.baseline_seconds / static_cast<double>(count)},
+                        {"table_bytes_per_entry", static_cast<double>(sizeof(MoveTableEntry))}};
+    char text[96];
+    std::snprintf(text, sizeof(text), "%.2f ns per movement (floor %.2f); %zu entries of %zu bytes", per_movement,
+                  1e9 * row.baseline_seconds / static_cast<double>(count), static_cast<size_t>(summary.entries),
+                  sizeof(MoveTableEntry));
+    row.note = text;
+    row.targets.push_back({"<=4 ns/movement", per_movement <= NANOSECONDS_PER_MOVEMENT_TARGET});
+    return row;
+}
+
+}  // namespace
+
+std::vector<Case> gpu_planning_cases(const Options& options) {
+    const std::vector<size_t> counts = options.smoke()   ? std::vector<size_t>{1000}
+                                       : options.quick() ? std::vector<size_t>{100000}
+                                                         : std::vector<size_t>{100000, 1000000};
+    std::vector<PlanningCase> planning;
+    for (size_t count : counts) {
+        planning.push_back(differing_ranges_pattern(count));
+        planning.push_back(shared_range_pattern(count, true));
+    }
+    std::vector<Case> cases;
+    for (const auto& c : planning) {
+        cases.push_back(Case{"move_data planning", "cpu", "GPU table " + c.name,
+                             [options, c] { return run_planning(options, c); }});
+    }
+    return cases;
+}
+
+}  // namespace bench
