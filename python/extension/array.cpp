@@ -574,6 +574,15 @@ Array from_dlpack(nb::handle object, nb::handle stream) {
         } else {
             number = nb::borrow(stream);
         }
+    } else if (!PyCapsule_CheckExact(object.ptr()) && nb::hasattr(object, "__dlpack_device__")) {
+        // the new array works on the device's default stream: say so to GPU
+        // producers rather than leave `stream` out (which recent PyTorch
+        // reads as "no synchronisation" where the standard says "default")
+        nb::object device = object.attr("__dlpack_device__")();
+        const DLDeviceType type = parse_device_type(device[0]);
+        if (type == kDLCUDA || type == kDLROCM) {
+            number = nb::int_(default_stream_number(type));
+        }
     }
     nb::object capsule = PyCapsule_CheckExact(object.ptr()) ? nb::borrow(object)
                                                              : request_capsule(object, number.ptr());
