@@ -324,3 +324,38 @@ def test_streams_passed_to_a_host_producer():
         mtsarray.from_dlpack(mtsarray.zeros(3), stream=5)
     array = mtsarray.from_dlpack(mtsarray.zeros(3), stream=-1)
     assert array.stream == -1
+
+
+class _RecordingGpuProducer:
+    """A CUDA/ROCm producer that records what from_dlpack asks of it."""
+
+    def __init__(self, device_type):
+        self.device_type = device_type
+        self.calls = []
+
+    def __dlpack_device__(self):
+        return (self.device_type, 0)
+
+    def __dlpack__(self, **kwargs):
+        self.calls.append(kwargs)
+        raise BufferError("recorded")
+
+
+@pytest.mark.parametrize("device_type, default", [(2, 1), (10, 0)])
+def test_from_dlpack_names_the_stream_to_gpu_producers(device_type, default):
+    producer = _RecordingGpuProducer(device_type)
+    with pytest.raises(BufferError, match="recorded"):
+        mtsarray.from_dlpack(producer)
+    with pytest.raises(BufferError, match="recorded"):
+        mtsarray.from_dlpack(producer, stream=12345)
+
+    class TorchLikeStream:
+        cuda_stream = 0  # the default stream's handle
+
+    with pytest.raises(BufferError, match="recorded"):
+        mtsarray.from_dlpack(producer, stream=TorchLikeStream())
+    assert producer.calls == [
+        {"stream": default, "max_version": (1, 3)},
+        {"stream": 12345, "max_version": (1, 3)},
+        {"stream": default, "max_version": (1, 3)},
+    ]
