@@ -68,12 +68,28 @@ MovePlan::MovePlan(const std::vector<uintptr_t>& output_shape, const std::vector
     output_row_stride_ = properties_out_ * element_size;
 }
 
-void MovePlan::validate() const {
+MoveSummary MovePlan::validate() const {
+    // One pass without a branch per movement (the common case is a valid
+    // list), a second one only to name the first bad movement.
+    bool valid = true;
+    bool increasing = true;
+    uint64_t elements = 0;
+    uintptr_t previous_sample = 0;
     for (size_t i = 0; i < movements_count_; i++) {
-        if (!in_range(movements_[i])) {
-            validate_movement(i, movements_[i], samples_in_, samples_out_, properties_in_, properties_out_);
+        const mts_data_movement_t& movement = movements_[i];
+        valid &= in_range(movement);
+        increasing &= (i == 0) | (movement.sample_out > previous_sample);
+        previous_sample = movement.sample_out;
+        elements += movement.properties_length;
+    }
+    if (!valid) {
+        for (size_t i = 0; i < movements_count_; i++) {
+            if (!in_range(movements_[i])) {
+                validate_movement(i, movements_[i], samples_in_, samples_out_, properties_in_, properties_out_);
+            }
         }
     }
+    return {elements * components_ * element_size_, increasing};
 }
 
 }  // namespace mtsarray::detail

@@ -35,6 +35,17 @@ struct MoveRun {
     uint64_t rows;
 };
 
+/// What `validate()` learns on its way over the movements, for backends
+/// that split the copy between threads.
+struct MoveSummary {
+    /// Bytes the movements copy in all (wraps around only for absurd
+    /// movement lists; used to pick how many threads to use).
+    uint64_t bytes;
+    /// Each movement writes a higher output sample than the one before, so
+    /// no two movements write the same bytes: they may run in any order.
+    bool output_samples_increase;
+};
+
 /// A plan borrows the caller's movements: it lives inside one move_data call.
 class MovePlan {
 public:
@@ -50,7 +61,26 @@ public:
 
     /// Checks every movement against both shapes; throws Error naming the
     /// first bad one (its index and field).
-    void validate() const;
+    MoveSummary validate() const;
+
+    /// The plan of movements [begin, end) only (same arrays, same checks);
+    /// `end <= movements_count()`.
+    MovePlan slice(size_t begin, size_t end) const noexcept {
+        MovePlan part = *this;
+        part.movements_ = movements_ + begin;
+        part.movements_count_ = end - begin;
+        return part;
+    }
+
+    /// Movement `index` and its run before coalescing.
+    const mts_data_movement_t& movement(size_t index) const noexcept { return movements_[index]; }
+    MoveRun run_of(const mts_data_movement_t& movement) const noexcept {
+        return {(movement.sample_in * components_ * input_row_stride_) + movement.properties_start_in * element_size_,
+                (movement.sample_out * components_ * output_row_stride_) + movement.properties_start_out * element_size_,
+                movement.properties_length * element_size_, components_};
+    }
+    /// Output samples (the first axis of the output).
+    uintptr_t output_samples() const noexcept { return samples_out_; }
 
     /// Calls `visit(const MoveRun&)` for every coalesced run, in order,
     /// without storing them. The movements must have been validated.
@@ -81,13 +111,6 @@ public:
     bool trivially_empty() const noexcept { return movements_count_ == 0 || components_ == 0; }
 
 private:
-    /// The run of one movement, before coalescing.
-    MoveRun run_of(const mts_data_movement_t& movement) const noexcept {
-        return {(movement.sample_in * components_ * input_row_stride_) + movement.properties_start_in * element_size_,
-                (movement.sample_out * components_ * output_row_stride_) + movement.properties_start_out * element_size_,
-                movement.properties_length * element_size_, components_};
-    }
-
     /// Whole rows on both sides: the run is one contiguous block.
     MoveRun collapsed(MoveRun run) const noexcept {
         if (run.bytes == input_row_stride_ && run.bytes == output_row_stride_) {

@@ -2,7 +2,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
+#include "cpu/parallel_split.hpp"
 #include "error.hpp"
 
 namespace mtsarray::detail::cpu {
@@ -36,12 +38,11 @@ bool all_bytes_equal(const void* value, size_t size) {
     return true;
 }
 
-}  // namespace
+// Pieces are whole pages of the destination: no two threads share a cache
+// line, and the page faults of a new array are spread over the threads.
+constexpr size_t piece_bytes_alignment = 4096;
 
-void fill(void* data, size_t count, const void* value, size_t element_size) {
-    if (count == 0) {
-        return;
-    }
+void fill_serially(unsigned char* data, size_t count, const void* value, size_t element_size) {
     // zeros (and any repeated byte) are a memset, the fastest path there is
     if (all_bytes_equal(value, element_size)) {
         std::memset(data, *static_cast<const unsigned char*>(value), count * element_size);
@@ -54,6 +55,20 @@ void fill(void* data, size_t count, const void* value, size_t element_size) {
     case 16: return fill_words<Pair>(data, count, value);
     default: throw Error("fill: unsupported element size " + std::to_string(element_size));
     }
+}
+
+}  // namespace
+
+void fill(void* data, size_t count, const void* value, size_t element_size, size_t threads) {
+    if (count == 0) {
+        return;
+    }
+    MTSARRAY_EXPECTS(element_size != 0 && element_size <= 16 && piece_bytes_alignment % element_size == 0,
+                     "fill: unsupported element size " + std::to_string(element_size));
+    auto* bytes = static_cast<unsigned char*>(data);
+    for_each_piece(count, piece_bytes_alignment / element_size, threads, [&](size_t begin, size_t end) {
+        fill_serially(bytes + begin * element_size, end - begin, value, element_size);
+    });
 }
 
 }  // namespace mtsarray::detail::cpu

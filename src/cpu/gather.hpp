@@ -1,0 +1,20 @@
+#pragma once
+// move_data on host memory: the copy of a validated MovePlan, on the calling
+// thread or split between pool threads.
+
+#include <cstddef>
+
+#include "move_plan.hpp"
+
+namespace mtsarray::detail::cpu {
+
+/// Copies the runs of `plan` from `input` to `output` (each array's first
+/// element) on up to `threads` threads. `plan` was validated, giving
+/// `summary`. The bytes written are those of the serial copy, whatever the
+/// thread count: the copy is split only when no two movements write the
+/// same output sample (the CPU's rule that the last of such movements wins
+/// then holds trivially); otherwise it runs on the calling thread.
+void gather(void* output, const void* input, const MovePlan& plan, const MoveSummary& summary,
+            size_t threads);
+
+}  // namespace mtsarray::detail::cpu
