@@ -25,6 +25,11 @@ Array::Array(std::shared_ptr<Buffer> buffer, DLDataType dtype, std::vector<uintp
              Stream stream)
     : buffer_(std::move(buffer)), dtype_(dtype), shape_(std::move(shape)), size_(element_count(shape_)),
       stream_(stream) {
+    try {
+        compute_backend_ = &detail::compute_backend(device().device_type);
+    } catch (const Error&) {
+        // no backend for this device in this build: operations say so
+    }
     handle_ = register_array(this);
 }
 
@@ -41,10 +46,6 @@ Array& Array::from_handle(const void* handle, const char* role) {
                      std::string(role) + " array was not made by mtsarray (or was already "
                                          "destroyed): mtsarray can only operate on its own arrays");
     return *array;
-}
-
-size_t Array::nbytes() const noexcept {
-    return size_ * element_size(dtype_);
 }
 
 void Array::set_stream(const Stream& stream) {
@@ -81,7 +82,7 @@ const Backend& Array::memory_backend() const {
     return detail::memory_backend(device().device_type);
 }
 
-const Backend& Array::compute_backend() const {
+const Backend& Array::find_compute_backend() const {
     return detail::compute_backend(device().device_type);
 }
 

@@ -13,6 +13,7 @@
 
 #include "backend.hpp"
 #include "buffer.hpp"
+#include "dtype.hpp"
 #include "shape.hpp"
 #include "stream.hpp"
 
@@ -43,7 +44,7 @@ public:
     DLDataType dtype() const noexcept { return dtype_; }
     const std::vector<uintptr_t>& shape() const noexcept { return shape_; }
     size_t size() const noexcept { return size_; }  // elements
-    size_t nbytes() const noexcept;                  // bytes of data
+    size_t nbytes() const noexcept { return size_ * element_size(dtype_); }  // bytes of data
     void* data() const noexcept { return buffer_->data(); }
     const std::shared_ptr<Buffer>& buffer() const noexcept { return buffer_; }
     const Stream& stream() const noexcept { return stream_; }
@@ -60,7 +61,9 @@ public:
 
     /// The backend owning this array's memory / the one computing on it.
     const Backend& memory_backend() const;
-    const Backend& compute_backend() const;
+    const Backend& compute_backend() const {
+        return compute_backend_ != nullptr ? *compute_backend_ : find_compute_backend();
+    }
 
     /// "float64 array of shape [3, 4] on cuda:0", for messages.
     std::string describe() const;
@@ -91,7 +94,11 @@ public:
     void invalidate_host_mirror() const;
 
 private:
+    const Backend& find_compute_backend() const;
+
     void* handle_ = nullptr;
+    // looked up once (the device never changes): every operation needs it
+    const Backend* compute_backend_ = nullptr;
     std::shared_ptr<Buffer> buffer_;
     DLDataType dtype_;
     std::vector<uintptr_t> shape_;

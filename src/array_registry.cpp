@@ -45,13 +45,14 @@ struct Chunk {
     Slot slots[slots_per_chunk];
 };
 
+// The chunks are a plain global array (zero before any code runs, never
+// destroyed), so that find_array, on every callback's path, reads it
+// without the guard of a function-local static.
+std::atomic<Chunk*> chunks[chunk_count];
+
+// What registration and frees need; never destroyed: arrays may outlive
+// static destruction (held by a TensorMap in a static of the user's program).
 struct Table {
-    Table() {
-        for (auto& chunk : chunks) {
-            chunk.store(nullptr, std::memory_order_relaxed);
-        }
-    }
-    std::atomic<Chunk*> chunks[chunk_count];
     std::atomic<size_t> live{0};
 
     std::mutex mutex;  // guards what follows: registration and frees only
@@ -59,15 +60,13 @@ struct Table {
     uint64_t fresh_slots = 0;  // slots ever handed out
 };
 
-// Never destroyed: arrays may outlive static destruction (held by a
-// TensorMap in a static of the user's program).
 Table& table() {
     static auto* instance = new Table();
     return *instance;
 }
 
-Slot* slot_of(const Table& registry, uint64_t slot) noexcept {
-    Chunk* chunk = registry.chunks[slot >> chunk_bits].load(std::memory_order_acquire);
+Slot* slot_of(uint64_t slot) noexcept {
+    Chunk* chunk = chunks[slot >> chunk_bits].load(std::memory_order_acquire);
     return chunk == nullptr ? nullptr : &chunk->slots[slot & (slots_per_chunk - 1)];
 }
 
@@ -83,14 +82,15 @@ Decoded decode(const void* handle) noexcept {
     if ((bits & tag_mask) != handle_tag) {
         return {nullptr, 0};
     }
-    Slot* slot = slot_of(table(), bits & slot_mask);
     const uint64_t generation = (bits >> slot_bits) & generation_mask;
-    return {slot, (generation << 1) | 1};
+    return {slot_of(bits & slot_mask), (generation << 1) | 1};
 }
 
+// The live bit and the generation, truncated to generation_bits as in handles.
+constexpr uint64_t compared_state_bits = (generation_mask << 1) | 1;
+
 bool matches(uint64_t state, uint64_t live_state) noexcept {
-    // generations in handles are truncated to generation_bits
-    return (state & 1) != 0 && ((state >> 1) & generation_mask) == (live_state >> 1);
+    return (state & compared_state_bits) == live_state;
 }
 
 }  // namespace
@@ -108,7 +108,7 @@ void* register_array(Array* array) {
                 throw OutOfMemory("mtsarray can not track more than 2^28 live arrays");
             }
             index = registry.fresh_slots;
-            auto& chunk = registry.chunks[index >> chunk_bits];
+            auto& chunk = chunks[index >> chunk_bits];
             if (chunk.load(std::memory_order_relaxed) == nullptr) {
                 auto* fresh = new (std::nothrow) Chunk();
                 if (fresh == nullptr) {
@@ -119,7 +119,7 @@ void* register_array(Array* array) {
             registry.fresh_slots++;
         }
     }
-    Slot& slot = *slot_of(registry, index);
+    Slot& slot = *slot_of(index);
     const uint64_t generation = slot.state.load(std::memory_order_relaxed) >> 1;
     slot.masked_array.store(reinterpret_cast<uintptr_t>(array) ^ pointer_mask, std::memory_order_relaxed);
     slot.state.store((generation << 1) | 1, std::memory_order_release);

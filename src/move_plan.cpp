@@ -66,30 +66,58 @@ MovePlan::MovePlan(const std::vector<uintptr_t>& output_shape, const std::vector
     }
     input_row_stride_ = properties_in_ * element_size;
     output_row_stride_ = properties_out_ * element_size;
+    input_sample_stride_ = components_ * input_row_stride_;
+    output_sample_stride_ = components_ * output_row_stride_;
 }
 
 MoveSummary MovePlan::validate() const {
-    // One pass without a branch per movement (the common case is a valid
-    // list), a second one only to name the first bad movement.
-    bool valid = true;
-    bool increasing = true;
+    // One pass without a branch per movement. With every field and limit
+    // below 2^62, `limit - value` has its two top bits set exactly when
+    // value > limit, and clear otherwise: or-ing the differences (and the
+    // fields themselves, so that larger ones flag too) into one word flags
+    // any movement out of range. The sample limits are samples - 1, so an
+    // empty sample axis flags as well. That is conservative: a flagged list
+    // gets the exact check, which names the first bad movement or finds
+    // that all are valid after all (huge but valid fields).
+    constexpr uint64_t top_bits = uint64_t(3) << 62;
+    const uint64_t last_sample_in = samples_in_ - 1;
+    const uint64_t last_sample_out = samples_out_ - 1;
+    const uint64_t properties_in = properties_in_;
+    const uint64_t properties_out = properties_out_;
+    uint64_t flags = (last_sample_in | last_sample_out | properties_in | properties_out) & top_bits;
+    uint64_t out_of_order = 0;  // top bit: an output sample did not increase
+    uint64_t next_sample_out = 0;
     uint64_t elements = 0;
-    uintptr_t previous_sample = 0;
-    for (size_t i = 0; i < movements_count_; i++) {
-        const mts_data_movement_t& movement = movements_[i];
-        valid &= in_range(movement);
-        increasing &= (i == 0) | (movement.sample_out > previous_sample);
-        previous_sample = movement.sample_out;
-        elements += movement.properties_length;
+    const mts_data_movement_t* movement = movements_;
+    const mts_data_movement_t* const end = movements_ + movements_count_;
+    for (; movement != end; movement++) {
+        const uint64_t length = movement->properties_length;
+        const uint64_t start_in = movement->properties_start_in;
+        const uint64_t start_out = movement->properties_start_out;
+        const uint64_t sample_in = movement->sample_in;
+        const uint64_t sample_out = movement->sample_out;
+        flags |= (last_sample_in - sample_in) | (last_sample_out - sample_out) |
+                 (properties_in - (start_in + length)) | (properties_out - (start_out + length)) | sample_in |
+                 sample_out | start_in | start_out | length;
+        out_of_order |= sample_out - next_sample_out;
+        next_sample_out = sample_out + 1;
+        elements += length;
     }
-    if (!valid) {
-        for (size_t i = 0; i < movements_count_; i++) {
-            if (!in_range(movements_[i])) {
-                validate_movement(i, movements_[i], samples_in_, samples_out_, properties_in_, properties_out_);
-            }
+    const bool flagged = (flags & top_bits) != 0 && movements_count_ != 0;
+    if (flagged) {
+        check_exactly();
+    }
+    // a flagged list was valid only with huge fields: no order is claimed
+    const bool increasing = !flagged && (out_of_order >> 63) == 0;
+    return {elements * components_ * element_size_, increasing};
+}
+
+void MovePlan::check_exactly() const {
+    for (size_t i = 0; i < movements_count_; i++) {
+        if (!in_range(movements_[i])) {
+            validate_movement(i, movements_[i], samples_in_, samples_out_, properties_in_, properties_out_);
         }
     }
-    return {elements * components_ * element_size_, increasing};
 }
 
 }  // namespace mtsarray::detail

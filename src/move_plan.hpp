@@ -75,8 +75,8 @@ public:
     /// Movement `index` and its run before coalescing.
     const mts_data_movement_t& movement(size_t index) const noexcept { return movements_[index]; }
     MoveRun run_of(const mts_data_movement_t& movement) const noexcept {
-        return {(movement.sample_in * components_ * input_row_stride_) + movement.properties_start_in * element_size_,
-                (movement.sample_out * components_ * output_row_stride_) + movement.properties_start_out * element_size_,
+        return {(movement.sample_in * input_sample_stride_) + movement.properties_start_in * element_size_,
+                (movement.sample_out * output_sample_stride_) + movement.properties_start_out * element_size_,
                 movement.properties_length * element_size_, components_};
     }
     /// Output samples (the first axis of the output).
@@ -134,6 +134,10 @@ private:
     template <bool Check, typename Visit>
     bool iterate_runs(Visit& visit) const;
 
+    /// validate()'s slow path: throws the error naming the first movement
+    /// out of range, if there is one.
+    [[gnu::noinline, gnu::cold]] void check_exactly() const;
+
     const mts_data_movement_t* movements_;
     size_t movements_count_;
     uintptr_t samples_in_ = 0;
@@ -143,6 +147,8 @@ private:
     uint64_t components_ = 1;
     uint64_t input_row_stride_ = 0;
     uint64_t output_row_stride_ = 0;
+    uint64_t input_sample_stride_ = 0;   // components_ rows
+    uint64_t output_sample_stride_ = 0;
     size_t element_size_ = 0;
 };
 
@@ -159,9 +165,25 @@ bool MovePlan::iterate_runs(Visit& visit) const {
         }
         return true;
     }
-    bool pending = false;
-    MoveRun run = {};
-    for (size_t i = 0; i < movements_count_; i++) {
+    // the first movement with something to copy starts the first run
+    size_t i = 0;
+    for (;; i++) {
+        if (i == movements_count_) {
+            return true;
+        }
+        if (Check && !in_range(movements_[i])) {
+            return false;
+        }
+        if (movements_[i].properties_length != 0) {
+            break;
+        }
+    }
+    MoveRun run = run_of(movements_[i]);
+    // where the next rows of the run would be: a movement starting there,
+    // as wide, extends it
+    uint64_t input_end = run.input_offset + input_sample_stride_;
+    uint64_t output_end = run.output_offset + output_sample_stride_;
+    for (i++; i < movements_count_; i++) {
         const mts_data_movement_t& movement = movements_[i];
         if (Check && !in_range(movement)) {
             return false;
@@ -170,22 +192,16 @@ bool MovePlan::iterate_runs(Visit& visit) const {
             continue;
         }
         const MoveRun next = run_of(movement);
-        // consecutive rows on both sides with the same width: one longer run
-        if (pending && next.bytes == run.bytes &&
-            next.input_offset == run.input_offset + run.rows * input_row_stride_ &&
-            next.output_offset == run.output_offset + run.rows * output_row_stride_) {
+        if (next.input_offset == input_end && next.output_offset == output_end && next.bytes == run.bytes) {
             run.rows += next.rows;
-            continue;
-        }
-        if (pending) {
+        } else {
             visit(collapsed(run));
+            run = next;
         }
-        run = next;
-        pending = true;
+        input_end = next.input_offset + input_sample_stride_;
+        output_end = next.output_offset + output_sample_stride_;
     }
-    if (pending) {
-        visit(collapsed(run));
-    }
+    visit(collapsed(run));
     return true;
 }
 

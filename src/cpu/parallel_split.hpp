@@ -9,6 +9,7 @@
 
 #include <cstddef>
 
+#include "cpu/thread_count.hpp"
 #include "cpu/thread_pool.hpp"
 
 namespace mtsarray::detail::cpu {
@@ -28,7 +29,14 @@ constexpr size_t pieces_per_thread = 4;
 /// Threads for `bytes` of work: 1 below parallel_threshold_bytes, else
 /// thread_count(), at most one per min_bytes_per_thread. Throws Error when
 /// the environment's thread count is invalid (whatever the size).
-size_t threads_for(size_t bytes);
+inline size_t threads_for(size_t bytes) {
+    const size_t configured = thread_count();
+    if (bytes < parallel_threshold_bytes || configured == 1) {
+        return 1;
+    }
+    const size_t useful = bytes / min_bytes_per_thread;
+    return configured < useful ? configured : useful;
+}
 
 /// Calls body(begin, end) for disjoint [begin, end) pieces covering
 /// [0, size), each a multiple of `alignment` long except the last, on up to

@@ -22,7 +22,6 @@ namespace {
 // message is in `environment_error`
 constexpr int64_t undecided = 0;
 constexpr int64_t invalid_environment = -1;
-std::atomic<int64_t> decided_count{undecided};
 
 std::mutex& decision_mutex() {
     static std::mutex mutex;
@@ -62,6 +61,8 @@ size_t count_from_environment() {
 }
 
 }  // namespace
+
+std::atomic<int64_t> decided_thread_count{undecided};
 
 size_t parse_thread_count(const char* variable, const std::string& value) {
     std::string text = value;
@@ -126,13 +127,9 @@ size_t affinity_cpu_count() noexcept {
     return count > 0 ? count : 1;
 }
 
-size_t thread_count() {
-    const int64_t count = decided_count.load(std::memory_order_acquire);
-    if (count > 0) {
-        return static_cast<size_t>(count);
-    }
+size_t decide_thread_count() {
     std::lock_guard<std::mutex> lock(decision_mutex());
-    int64_t current = decided_count.load(std::memory_order_acquire);
+    int64_t current = decided_thread_count.load(std::memory_order_acquire);
     if (current == undecided) {
         try {
             size_t from_environment = count_from_environment();
@@ -144,7 +141,7 @@ size_t thread_count() {
             environment_error = error.what();
             current = invalid_environment;
         }
-        decided_count.store(current, std::memory_order_release);
+        decided_thread_count.store(current, std::memory_order_release);
     }
     if (current == invalid_environment) {
         throw Error(environment_error);
@@ -158,7 +155,7 @@ void set_thread_count(int64_t count) {
                          std::to_string(count));
     {
         std::lock_guard<std::mutex> lock(decision_mutex());
-        decided_count.store(count, std::memory_order_release);
+        decided_thread_count.store(count, std::memory_order_release);
     }
     // fewer threads: the pool threads beyond the count go (the caller is
     // the count's first thread)
@@ -167,7 +164,7 @@ void set_thread_count(int64_t count) {
 
 void reset_thread_count_for_testing() noexcept {
     std::lock_guard<std::mutex> lock(decision_mutex());
-    decided_count.store(undecided, std::memory_order_release);
+    decided_thread_count.store(undecided, std::memory_order_release);
 }
 
 }  // namespace mtsarray::detail::cpu

@@ -6,6 +6,7 @@
 // process's affinity mask. The environment is read the first time the count
 // is needed; set_thread_count() may change it at any time.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,12 +17,21 @@ namespace mtsarray::detail::cpu {
 /// help anyone and could exhaust the process).
 constexpr int64_t max_thread_count = 4096;
 
+/// The count once decided (> 0), else 0 (or -1 for an invalid environment).
+extern std::atomic<int64_t> decided_thread_count;
+
+/// Decides the count (slow path of thread_count()).
+size_t decide_thread_count();
+
 /// The thread count, >= 1. Throws Error naming the variable and its value
 /// when the count comes from an environment variable that is not a whole
 /// number in [1, max_thread_count]: every host data operation reports it,
-/// until set_thread_count() replaces it. Cheap after the first call (one
-/// atomic load): host operations call it every time.
-size_t thread_count();
+/// until set_thread_count() replaces it. One atomic load once decided: host
+/// operations call it every time.
+inline size_t thread_count() {
+    const int64_t count = decided_thread_count.load(std::memory_order_acquire);
+    return count > 0 ? static_cast<size_t>(count) : decide_thread_count();
+}
 
 /// Uses `count` threads from now on (operations already running keep the
 /// count they started with). Throws Error unless 1 <= count <=

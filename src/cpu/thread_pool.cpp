@@ -32,14 +32,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A pool thread that just finished spins this long for the next job before
+// A pool thread that just finished waits this long for the next job before
 // it sleeps: back-to-back calls (a loop of move_data) then skip the futex
-// wake-up, a few microseconds each, while an idle pool costs no CPU after a
-// few tens of microseconds.
-constexpr auto pool_thread_spin = std::chrono::microseconds(30);
-// A caller done with its own tasks spins this long for the last helpers
-// (they are finishing one task each) before it sleeps.
-constexpr auto caller_spin = std::chrono::microseconds(200);
+// wake-up, several microseconds each, while an idle pool costs no CPU after
+// a few tens of microseconds.
+constexpr auto pool_thread_wait = std::chrono::microseconds(50);
+// A caller done with its own tasks waits this long for the last helpers
+// (each is finishing one task) before it sleeps.
+constexpr auto caller_wait = std::chrono::microseconds(200);
+// The first part of a wait spins on the CPU; the rest yields it between
+// looks, so that on a machine with more threads than cores the thread being
+// waited for gets the core.
+constexpr auto pure_spin = std::chrono::microseconds(2);
 
 inline void relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -49,7 +53,8 @@ inline void relax() noexcept {
 #endif
 }
 
-// Spins until `done()`; gives up after `limit`. Returns done().
+// Waits until `done()` without sleeping: spins, then yields; gives up
+// after `limit`. Returns done().
 template <typename Done>
 bool spin_until(Done&& done, Clock::duration limit) {
     const auto start = Clock::now();
@@ -57,9 +62,16 @@ bool spin_until(Done&& done, Clock::duration limit) {
         if (done()) {
             return true;
         }
-        relax();
-        if (i % 64 == 0 && Clock::now() - start > limit) {
+        if (i % 64 != 0) {
+            relax();
+            continue;
+        }
+        const auto waited = Clock::now() - start;
+        if (waited > limit) {
             return done();
+        }
+        if (waited > pure_spin) {
+            std::this_thread::yield();
         }
     }
 }
@@ -110,17 +122,27 @@ public:
         }
     }
 
+    /// Takes `job` back if this thread has not picked it up yet (then it
+    /// never will); false once it has.
+    bool retract(Job* job) {
+        Job* expected = job;
+        return mailbox_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
+    }
+
     /// The next job, or nullptr once stopped.
     Job* wait_for_job() {
         Job* job = nullptr;
         auto arrived = [&] {
             if (mailbox_.load(std::memory_order_acquire) != nullptr) {
-                job = mailbox_.exchange(nullptr, std::memory_order_acquire);
-                return true;
+                // null when the caller took it back in between
+                job = mailbox_.exchange(nullptr, std::memory_order_acq_rel);
+                if (job != nullptr) {
+                    return true;
+                }
             }
             return stopping_.load(std::memory_order_acquire);
         };
-        if (spin_until(arrived, pool_thread_spin)) {
+        if (spin_until(arrived, pool_thread_wait)) {
             return job;
         }
         std::unique_lock<std::mutex> lock(mutex_);
@@ -137,7 +159,6 @@ public:
     }
 
     std::thread thread;
-    Worker* next_recruit = nullptr;  // a caller's list of recruits, under the pool's mutex
 
 private:
     std::mutex mutex_;
@@ -181,9 +202,16 @@ public:
             // the caller read the count just before: keep its figure
         }
 
+        // the recruits, to take the job back from those that have not
+        // started when the caller is done (reserved before anything else)
+        std::vector<Worker*> recruits;
+        try {
+            recruits.reserve(std::min(threads, limit) - 1);
+        } catch (...) {
+            return run_serially(tasks, body);
+        }
+
         Job job(tasks, body);
-        Worker* recruits = nullptr;
-        size_t helpers = 0;
         {
             std::unique_lock<std::mutex> lock(mutex_);
             if (shut_down_) {
@@ -192,37 +220,55 @@ public:
             }
             busy_ += 1;  // this thread
             const size_t free_threads = limit > busy_ ? limit - busy_ : 0;
-            const size_t wanted = std::min(threads - 1, free_threads);
+            const size_t wanted = std::min(recruits.capacity(), free_threads);
             while (idle_.size() < wanted && workers_.size() + 1 < limit && start_worker()) {
             }
-            helpers = std::min(wanted, idle_.size());
+            const size_t helpers = std::min(wanted, idle_.size());
             for (size_t i = 0; i < helpers; i++) {
-                Worker* worker = idle_.back();
+                recruits.push_back(idle_.back());
                 idle_.pop_back();
-                worker->next_recruit = recruits;
-                recruits = worker;
             }
             busy_ += helpers;
         }
-        job.helpers_left.store(helpers, std::memory_order_relaxed);
-        while (recruits != nullptr) {
-            // read before posting: once it has the job, the worker may go
-            // back to the idle list and be recruited by someone else
-            Worker* next = recruits->next_recruit;
-            recruits->post(&job);
-            recruits = next;
+        job.helpers_left.store(recruits.size(), std::memory_order_relaxed);
+        for (Worker* worker : recruits) {
+            worker->post(&job);
         }
 
         running_tasks = true;
         job.run_available_tasks();
         running_tasks = false;
 
-        auto helpers_done = [&] { return job.helpers_left.load(std::memory_order_acquire) == 0; };
-        if (!spin_until(helpers_done, caller_spin)) {
-            std::unique_lock<std::mutex> lock(job.mutex);
-            job.finished.wait(lock, helpers_done);
+        // Every task is taken: a recruit that has not woken up yet (no free
+        // core, a slow wake-up) has nothing left to do, and the caller does
+        // not wait for it.
+        size_t retracted = 0;
+        for (Worker*& worker : recruits) {
+            if (worker->retract(&job)) {
+                retracted++;
+            } else {
+                worker = nullptr;
+            }
         }
-        {
+        if (retracted != 0) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            for (Worker* worker : recruits) {
+                if (worker != nullptr) {
+                    idle_.push_back(worker);  // capacity reserved: no throw
+                }
+            }
+            busy_ -= retracted;
+        }
+        const size_t participants = recruits.size() - retracted + 1;
+        if (retracted != 0) {
+            job.helpers_left.fetch_sub(retracted, std::memory_order_acq_rel);
+        }
+        if (participants > 1) {
+            auto helpers_done = [&] { return job.helpers_left.load(std::memory_order_acquire) == 0; };
+            if (!spin_until(helpers_done, caller_wait)) {
+                std::unique_lock<std::mutex> lock(job.mutex);
+                job.finished.wait(lock, helpers_done);
+            }
             // the last helper may still be unlocking the job's mutex
             std::lock_guard<std::mutex> lock(job.mutex);
         }
@@ -233,7 +279,7 @@ public:
         if (job.error) {
             std::rethrow_exception(job.error);
         }
-        return helpers + 1;
+        return participants;
     }
 
     size_t size() {
