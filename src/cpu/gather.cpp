@@ -187,15 +187,23 @@ void copy_in_byte_pieces(const Arrays& arrays, const MovePlan& plan, size_t thre
 
 }  // namespace
 
+GatherSplit choose_split(const MovePlan& plan, const MoveSummary& summary, size_t threads) {
+    if (threads <= 1 || !outputs_disjoint(plan, summary)) {
+        return GatherSplit::serial;
+    }
+    if (plan.movements_count() >= threads * min_block_movements) {
+        return GatherSplit::movement_blocks;
+    }
+    return GatherSplit::byte_pieces;
+}
+
 void gather(void* output, const void* input, const MovePlan& plan, const MoveSummary& summary, size_t threads) {
     const Arrays arrays = arrays_of(output, input, plan);
     const bool prefetch = summary.bytes >= prefetch_from_bytes;
-    if (threads <= 1 || !outputs_disjoint(plan, summary)) {
-        copy_movements(arrays, plan, prefetch);
-    } else if (plan.movements_count() >= threads * pieces_per_thread * min_block_movements / 4) {
-        copy_in_movement_blocks(arrays, plan, threads, prefetch);
-    } else {
-        copy_in_byte_pieces(arrays, plan, threads);
+    switch (choose_split(plan, summary, threads)) {
+    case GatherSplit::serial: return copy_movements(arrays, plan, prefetch);
+    case GatherSplit::movement_blocks: return copy_in_movement_blocks(arrays, plan, threads, prefetch);
+    case GatherSplit::byte_pieces: return copy_in_byte_pieces(arrays, plan, threads);
     }
 }
 

@@ -17,4 +17,12 @@ namespace mtsarray::detail::cpu {
 void gather(void* output, const void* input, const MovePlan& plan, const MoveSummary& summary,
             size_t threads);
 
+/// How gather() splits a plan (exposed for the tests).
+enum class GatherSplit {
+    serial,           // one thread asked for, or movements that may write the same bytes
+    movement_blocks,  // many movements: blocks of consecutive movements
+    byte_pieces,      // few long movements: their bytes end to end, cut in equal pieces
+};
+GatherSplit choose_split(const MovePlan& plan, const MoveSummary& summary, size_t threads);
+
 }  // namespace mtsarray::detail::cpu
