@@ -78,6 +78,16 @@ int main(int argc, char** argv) {
     std::printf("machine: %s\n", bench::describe_machine().c_str());
     std::printf("backends: cpu: available, %s, %s\n", backend_line(kDLCUDA, "cuda").c_str(),
                 backend_line(kDLROCM, "rocm").c_str());
+    int32_t host_threads = 0;
+    if (mtsarray_get_num_threads(&host_threads) != MTS_SUCCESS) {
+        const char* message = nullptr;
+        mts_last_error(&message, nullptr, nullptr);
+        std::fprintf(stderr, "mtsarray-bench: error: %s\n", message == nullptr ? "unknown error" : message);
+        return 1;
+    }
+    std::printf("host threads: %d (mtsarray_get_num_threads; mtsarray splits host work from 1 MiB, and the CPU\n"
+                "  limits run on as many threads as it uses: [1 thread] rows set the count to 1)\n",
+                static_cast<int>(host_threads));
     std::printf("times are medians of interleaved batches; %%lim = achieved bandwidth / the "
                 "limit's on the same bytes;\nspeedup = baseline time / mtsarray time "
                 "(SDA = metatensor::SimpleDataArray, through the same mts_array_t vtable)\n");

@@ -43,10 +43,7 @@ void Buffer::set_release_stream(const Stream& stream) {
     release_stream_ = stream;
 }
 
-void Buffer::record_use(const Stream& stream) {
-    if (stream.is_none()) {
-        return;  // host work is finished when the call that did it returns
-    }
+void Buffer::record_device_use(const Stream& stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stream == release_stream_) {
         return;  // the free is queued behind it anyway

@@ -59,7 +59,11 @@ public:
     /// Work queued on `stream` so far uses this memory: the free waits for
     /// it. No-op for the release stream itself and for host streams. Called
     /// after queuing the work. Thread-safe.
-    void record_use(const Stream& stream);
+    void record_use(const Stream& stream) {
+        if (!stream.is_none()) {  // host work is finished when the call that did it returns
+            record_device_use(stream);
+        }
+    }
 
     /// A pointer through which the data may be written left mtsarray's
     /// control (mtsarray_data, a writable DLPack export): from now on no
@@ -69,6 +73,7 @@ public:
 
 private:
     Buffer(void* data, size_t bytes, Stream stream, std::shared_ptr<const Allocator> allocator);
+    void record_device_use(const Stream& stream);
 
     void* data_;
     size_t bytes_;

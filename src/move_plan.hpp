@@ -57,7 +57,29 @@ public:
              const std::vector<uintptr_t>& input_shape,
              size_t element_size,
              const mts_data_movement_t* movements,
-             size_t movements_count);
+             size_t movements_count)
+        : movements_(movements), movements_count_(movements_count), element_size_(element_size) {
+        // inline: this is on the path of every call; the messages are built
+        // by reject(), out of line
+        const size_t axes = input_shape.size();
+        if (axes < 2 || output_shape.size() != axes || (movements == nullptr && movements_count != 0)) {
+            reject(output_shape, input_shape, movements, movements_count);
+        }
+        for (size_t axis = 1; axis + 1 < axes; axis++) {
+            if (input_shape[axis] != output_shape[axis]) {
+                reject(output_shape, input_shape, movements, movements_count);
+            }
+            components_ *= input_shape[axis];
+        }
+        samples_in_ = input_shape.front();
+        samples_out_ = output_shape.front();
+        properties_in_ = input_shape.back();
+        properties_out_ = output_shape.back();
+        input_row_stride_ = properties_in_ * element_size;
+        output_row_stride_ = properties_out_ * element_size;
+        input_sample_stride_ = components_ * input_row_stride_;
+        output_sample_stride_ = components_ * output_row_stride_;
+    }
 
     /// Checks every movement against both shapes; throws Error naming the
     /// first bad one (its index and field).
@@ -81,6 +103,11 @@ public:
     }
     /// Output samples (the first axis of the output).
     uintptr_t output_samples() const noexcept { return samples_out_; }
+    /// Rows per sample (the product of the component axes), and the bytes
+    /// between consecutive samples of the input / output.
+    uint64_t components() const noexcept { return components_; }
+    uint64_t input_sample_stride() const noexcept { return input_sample_stride_; }
+    uint64_t output_sample_stride() const noexcept { return output_sample_stride_; }
 
     /// Calls `visit(const MoveRun&)` for every coalesced run, in order,
     /// without storing them. The movements must have been validated.
@@ -111,15 +138,6 @@ public:
     bool trivially_empty() const noexcept { return movements_count_ == 0 || components_ == 0; }
 
 private:
-    /// Whole rows on both sides: the run is one contiguous block.
-    MoveRun collapsed(MoveRun run) const noexcept {
-        if (run.bytes == input_row_stride_ && run.bytes == output_row_stride_) {
-            run.bytes *= run.rows;
-            run.rows = 1;
-        }
-        return run;
-    }
-
     /// The fast check of one movement: no call, no string, one branch for
     /// the caller. Written with subtractions so that start + length can not
     /// overflow.
@@ -137,6 +155,12 @@ private:
     /// validate()'s slow path: throws the error naming the first movement
     /// out of range, if there is one.
     [[gnu::noinline, gnu::cold]] void check_exactly() const;
+
+    /// The constructor's error: throws the message naming what is wrong.
+    [[noreturn, gnu::noinline, gnu::cold]] static void reject(const std::vector<uintptr_t>& output_shape,
+                                                            const std::vector<uintptr_t>& input_shape,
+                                                            const mts_data_movement_t* movements,
+                                                            size_t movements_count);
 
     const mts_data_movement_t* movements_;
     size_t movements_count_;
@@ -165,43 +189,65 @@ bool MovePlan::iterate_runs(Visit& visit) const {
         }
         return true;
     }
+    // Locals: `visit` is opaque to the compiler, which would otherwise load
+    // every field again after each call. This loop is the cost of each
+    // movement of in-order copies.
+    const uint64_t input_sample = input_sample_stride_;
+    const uint64_t output_sample = output_sample_stride_;
+    const uint64_t element = element_size_;
+    const uint64_t rows = components_;
+    const uint64_t input_row = input_row_stride_;
+    const uint64_t output_row = output_row_stride_;
+    const mts_data_movement_t* movement = movements_;
+    const mts_data_movement_t* const end = movements_ + movements_count_;
+    auto collapse = [&](MoveRun run) {
+        // whole rows on both sides: the run is one contiguous block
+        if (run.bytes == input_row && run.bytes == output_row) {
+            run.bytes *= run.rows;
+            run.rows = 1;
+        }
+        return run;
+    };
+
     // the first movement with something to copy starts the first run
-    size_t i = 0;
-    for (;; i++) {
-        if (i == movements_count_) {
+    for (;; movement++) {
+        if (movement == end) {
             return true;
         }
-        if (Check && !in_range(movements_[i])) {
+        if (Check && !in_range(*movement)) {
             return false;
         }
-        if (movements_[i].properties_length != 0) {
+        if (movement->properties_length != 0) {
             break;
         }
     }
-    MoveRun run = run_of(movements_[i]);
-    // where the next rows of the run would be: a movement starting there,
-    // as wide, extends it
-    uint64_t input_end = run.input_offset + input_sample_stride_;
-    uint64_t output_end = run.output_offset + output_sample_stride_;
-    for (i++; i < movements_count_; i++) {
-        const mts_data_movement_t& movement = movements_[i];
-        if (Check && !in_range(movement)) {
+    MoveRun run = {movement->sample_in * input_sample + movement->properties_start_in * element,
+                   movement->sample_out * output_sample + movement->properties_start_out * element,
+                   movement->properties_length * element, rows};
+    // where the next rows of the run would start: a movement starting
+    // there, as wide, extends it
+    uint64_t input_end = run.input_offset + input_sample;
+    uint64_t output_end = run.output_offset + output_sample;
+    for (movement++; movement != end; movement++) {
+        if (Check && !in_range(*movement)) {
             return false;
         }
-        if (movement.properties_length == 0) {
+        const uint64_t bytes = movement->properties_length * element;
+        if (bytes == 0) {
             continue;
         }
-        const MoveRun next = run_of(movement);
-        if (next.input_offset == input_end && next.output_offset == output_end && next.bytes == run.bytes) {
-            run.rows += next.rows;
+        const uint64_t input_offset = movement->sample_in * input_sample + movement->properties_start_in * element;
+        const uint64_t output_offset = movement->sample_out * output_sample + movement->properties_start_out * element;
+        if (input_offset == input_end && output_offset == output_end && bytes == run.bytes) {
+            run.rows += rows;
         } else {
-            visit(collapsed(run));
-            run = next;
+            visit(collapse(run));
+            run = {input_offset, output_offset, bytes, rows};
         }
-        input_end = next.input_offset + input_sample_stride_;
-        output_end = next.output_offset + output_sample_stride_;
+        input_end = input_offset + input_sample;
+        output_end = output_offset + output_sample;
     }
-    visit(collapsed(run));
+    visit(collapse(run));
     return true;
 }
 

@@ -97,11 +97,7 @@ public:
 
     void move_data(const Stream&, void* output, const void* input, const Stream&,
                    const MovePlan& plan) const override {
-        // every movement is checked before the first write: the copy streams
-        const MoveSummary summary = plan.validate();
-        const size_t threads = cpu::threads_for(summary.bytes);
-        fault_injection::check("move_data");
-        cpu::gather(output, input, plan, summary, threads);
+        cpu::gather(output, input, plan);
     }
 
     void strided_copy(const Stream&, void* destination, const StridedView& source) const override {

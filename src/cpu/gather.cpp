@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cpu/parallel_split.hpp"
+#include "fault_injection.hpp"
 
 namespace mtsarray::detail::cpu {
 
@@ -29,26 +30,6 @@ constexpr uint64_t prefetched_rows = 4;
 constexpr size_t min_block_movements = 64;
 constexpr size_t blocks_per_thread = 16;
 
-// Rows of one or a few properties are the common move_data case (gathers
-// into keys_to_properties outputs): a fixed-size memcpy compiles to plain
-// loads and stores, where a call to memcpy would cost more than the copy.
-inline void copy_row(unsigned char* destination, const unsigned char* source, size_t bytes) {
-    switch (bytes) {
-    case 1: std::memcpy(destination, source, 1); return;
-    case 2: std::memcpy(destination, source, 2); return;
-    case 4: std::memcpy(destination, source, 4); return;
-    case 8: std::memcpy(destination, source, 8); return;
-    case 12: std::memcpy(destination, source, 12); return;
-    case 16: std::memcpy(destination, source, 16); return;
-    case 24: std::memcpy(destination, source, 24); return;
-    case 32: std::memcpy(destination, source, 32); return;
-    case 64: std::memcpy(destination, source, 64); return;
-    case 128: std::memcpy(destination, source, 128); return;
-    case 256: std::memcpy(destination, source, 256); return;
-    default: std::memcpy(destination, source, bytes); return;
-    }
-}
-
 struct Arrays {
     unsigned char* output;
     const unsigned char* input;
@@ -61,16 +42,121 @@ Arrays arrays_of(void* output, const void* input, const MovePlan& plan) {
             plan.output_row_stride()};
 }
 
-void copy_runs(const Arrays& arrays, const MovePlan& plan) {
-    plan.for_each_run([&](const MoveRun& run) {
-        auto* destination = arrays.output + run.output_offset;
-        const auto* source = arrays.input + run.input_offset;
+template <size_t Bytes>
+void copy_fixed_rows(unsigned char* destination, const unsigned char* source, uint64_t rows,
+                     uint64_t output_row_stride, uint64_t input_row_stride) {
+    for (uint64_t row = 0; row < rows; row++) {
+        std::memcpy(destination, source, Bytes);
+        destination += output_row_stride;
+        source += input_row_stride;
+    }
+}
+
+// One run: its rows of the same width. Rows of one or a few properties are
+// the common move_data case (gathers into keys_to_properties outputs): a
+// fixed-size memcpy compiles to plain loads and stores, where a call to
+// memcpy would cost more than the copy. Out of line, so that the loop over
+// the movements stays small (its registers are not spilled around the
+// copies).
+[[gnu::noinline]] void copy_run(const Arrays& arrays, const MoveRun& run) {
+    auto* destination = arrays.output + run.output_offset;
+    const auto* source = arrays.input + run.input_offset;
+    const uint64_t out_row = arrays.output_row_stride;
+    const uint64_t in_row = arrays.input_row_stride;
+    switch (run.bytes) {
+    case 1: return copy_fixed_rows<1>(destination, source, run.rows, out_row, in_row);
+    case 2: return copy_fixed_rows<2>(destination, source, run.rows, out_row, in_row);
+    case 4: return copy_fixed_rows<4>(destination, source, run.rows, out_row, in_row);
+    case 8: return copy_fixed_rows<8>(destination, source, run.rows, out_row, in_row);
+    case 12: return copy_fixed_rows<12>(destination, source, run.rows, out_row, in_row);
+    case 16: return copy_fixed_rows<16>(destination, source, run.rows, out_row, in_row);
+    case 24: return copy_fixed_rows<24>(destination, source, run.rows, out_row, in_row);
+    case 32: return copy_fixed_rows<32>(destination, source, run.rows, out_row, in_row);
+    case 64: return copy_fixed_rows<64>(destination, source, run.rows, out_row, in_row);
+    case 128: return copy_fixed_rows<128>(destination, source, run.rows, out_row, in_row);
+    case 256: return copy_fixed_rows<256>(destination, source, run.rows, out_row, in_row);
+    default:
         for (uint64_t row = 0; row < run.rows; row++) {
-            copy_row(destination, source, run.bytes);
+            std::memcpy(destination, source, run.bytes);
             destination += arrays.output_row_stride;
             source += arrays.input_row_stride;
         }
-    });
+    }
+}
+
+void copy_runs(const Arrays& arrays, const MovePlan& plan) {
+    plan.for_each_run([&](const MoveRun& run) { copy_run(arrays, run); });
+}
+
+// Each movement on its own, without looking for runs to merge: the
+// cheapest loop when movements are scattered (nothing would merge).
+// Movements of one call mostly have one length: `Bytes` is the first
+// movement's, copied with fixed-size code; any other goes through memcpy.
+template <size_t Bytes>
+[[gnu::noinline]] void copy_each_movement(const Arrays& arrays, const MovePlan& plan) {
+    // locals: the copies' stores could alias the structures behind the
+    // references, and the compiler would load these again every time
+    unsigned char* const output = arrays.output;
+    const unsigned char* const input = arrays.input;
+    const uint64_t output_row = arrays.output_row_stride;
+    const uint64_t input_row = arrays.input_row_stride;
+    const uint64_t input_sample = plan.input_sample_stride();
+    const uint64_t output_sample = plan.output_sample_stride();
+    const uint64_t element = plan.element_size();
+    const uint64_t rows = plan.components();
+    const mts_data_movement_t* movement = &plan.movement(0);
+    const mts_data_movement_t* const end = movement + plan.movements_count();
+    for (; movement != end; movement++) {
+        const uint64_t output_offset = movement->sample_out * output_sample + movement->properties_start_out * element;
+        const uint64_t input_offset = movement->sample_in * input_sample + movement->properties_start_in * element;
+        const uint64_t bytes = movement->properties_length * element;
+        if (Bytes != 0 && bytes == Bytes) {
+            copy_fixed_rows<Bytes>(output + output_offset, input + input_offset, rows, output_row, input_row);
+        } else if (bytes != 0) {
+            copy_run(arrays, MoveRun{input_offset, output_offset, bytes, rows});
+        }
+    }
+}
+
+void copy_each_movement(const Arrays& arrays, const MovePlan& plan) {
+    if (plan.movements_count() == 0) {
+        return;
+    }
+    switch (plan.movement(0).properties_length * plan.element_size()) {
+    case 4: return copy_each_movement<4>(arrays, plan);
+    case 8: return copy_each_movement<8>(arrays, plan);
+    case 16: return copy_each_movement<16>(arrays, plan);
+    case 32: return copy_each_movement<32>(arrays, plan);
+    case 64: return copy_each_movement<64>(arrays, plan);
+    case 128: return copy_each_movement<128>(arrays, plan);
+    case 256: return copy_each_movement<256>(arrays, plan);
+    default: return copy_each_movement<0>(arrays, plan);
+    }
+}
+
+// Whether the first movements merge into runs (in-order samples): then
+// coalescing pays (one long memcpy instead of many short ones); plans are
+// mostly uniform, so a few pairs tell.
+bool movements_merge(const MovePlan& plan) {
+    const size_t pairs = std::min<size_t>(plan.movements_count(), 9);
+    for (size_t i = 1; i < pairs; i++) {
+        const MoveRun previous = plan.run_of(plan.movement(i - 1));
+        const MoveRun next = plan.run_of(plan.movement(i));
+        if (next.bytes == previous.bytes && next.bytes != 0 &&
+            next.input_offset == previous.input_offset + plan.input_sample_stride() &&
+            next.output_offset == previous.output_offset + plan.output_sample_stride()) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void copy_plan(const Arrays& arrays, const MovePlan& plan, bool merge) {
+    if (merge) {
+        copy_runs(arrays, plan);
+    } else {
+        copy_each_movement(arrays, plan);
+    }
 }
 
 void prefetch_inputs(const Arrays& arrays, const MovePlan& plan) {
@@ -89,9 +175,9 @@ void prefetch_inputs(const Arrays& arrays, const MovePlan& plan) {
 
 // The copy of `plan`, with the input rows of each batch of movements
 // prefetched first when the plan is too large to be in cache.
-void copy_movements(const Arrays& arrays, const MovePlan& plan, bool prefetch) {
+void copy_movements(const Arrays& arrays, const MovePlan& plan, bool prefetch, bool merge) {
     if (!prefetch) {
-        copy_runs(arrays, plan);
+        copy_plan(arrays, plan, merge);
         return;
     }
     const size_t count = plan.movements_count();
@@ -99,7 +185,7 @@ void copy_movements(const Arrays& arrays, const MovePlan& plan, bool prefetch) {
         const size_t end = std::min(begin + prefetch_batch, count);
         const MovePlan batch = plan.slice(begin, end);
         prefetch_inputs(arrays, batch);
-        copy_runs(arrays, batch);
+        copy_plan(arrays, batch, merge);
     }
 }
 
@@ -130,14 +216,15 @@ bool outputs_disjoint(const MovePlan& plan, const MoveSummary& summary) {
 
 // Many movements: blocks of consecutive movements, each copied like the
 // serial code does (coalesced runs, prefetching).
-void copy_in_movement_blocks(const Arrays& arrays, const MovePlan& plan, size_t threads, bool prefetch) {
+void copy_in_movement_blocks(const Arrays& arrays, const MovePlan& plan, size_t threads, bool prefetch,
+                             bool merge) {
     const size_t count = plan.movements_count();
     const size_t block = std::max(min_block_movements, (count + threads * blocks_per_thread - 1) /
                                                            (threads * blocks_per_thread));
     const size_t blocks = (count + block - 1) / block;
     auto task = [&](size_t index) {
         const size_t begin = index * block;
-        copy_movements(arrays, plan.slice(begin, std::min(begin + block, count)), prefetch);
+        copy_movements(arrays, plan.slice(begin, std::min(begin + block, count)), prefetch, merge);
     };
     run_tasks(blocks, threads, TaskBody(task));
 }
@@ -197,12 +284,20 @@ GatherSplit choose_split(const MovePlan& plan, const MoveSummary& summary, size_
     return GatherSplit::byte_pieces;
 }
 
-void gather(void* output, const void* input, const MovePlan& plan, const MoveSummary& summary, size_t threads) {
+void gather(void* output, const void* input, const MovePlan& plan) {
+    // every movement is checked before the first write: the copy streams
+    const MoveSummary summary = plan.validate();
+    const size_t threads = threads_for(summary.bytes);
+    fault_injection::check("move_data");
     const Arrays arrays = arrays_of(output, input, plan);
     const bool prefetch = summary.bytes >= prefetch_from_bytes;
+    const bool merge = movements_merge(plan);
+    if (threads <= 1 && !prefetch) {  // the common small call
+        return copy_plan(arrays, plan, merge);
+    }
     switch (choose_split(plan, summary, threads)) {
-    case GatherSplit::serial: return copy_movements(arrays, plan, prefetch);
-    case GatherSplit::movement_blocks: return copy_in_movement_blocks(arrays, plan, threads, prefetch);
+    case GatherSplit::serial: return copy_movements(arrays, plan, prefetch, merge);
+    case GatherSplit::movement_blocks: return copy_in_movement_blocks(arrays, plan, threads, prefetch, merge);
     case GatherSplit::byte_pieces: return copy_in_byte_pieces(arrays, plan, threads);
     }
 }

@@ -8,14 +8,16 @@
 
 namespace mtsarray::detail::cpu {
 
-/// Copies the runs of `plan` from `input` to `output` (each array's first
-/// element) on up to `threads` threads. `plan` was validated, giving
-/// `summary`. The bytes written are those of the serial copy, whatever the
-/// thread count: the copy is split only when no two movements write the
-/// same output sample (the CPU's rule that the last of such movements wins
-/// then holds trivially); otherwise it runs on the calling thread.
-void gather(void* output, const void* input, const MovePlan& plan, const MoveSummary& summary,
-            size_t threads);
+/// move_data on host memory: checks every movement of `plan` (throwing
+/// validate()'s error before anything is written), asks how many threads
+/// the copy may use, then copies the runs of `plan` from `input` to
+/// `output` (each array's first element). The bytes written are those of
+/// the serial copy, whatever the thread count: the copy is split only when
+/// no two movements write the same output sample (the CPU's rule that the
+/// last of such movements wins then holds trivially); otherwise it runs on
+/// the calling thread. One function for the whole call: small calls are
+/// mostly this fixed cost.
+void gather(void* output, const void* input, const MovePlan& plan);
 
 /// How gather() splits a plan (exposed for the tests).
 enum class GatherSplit {
