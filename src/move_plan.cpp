@@ -98,25 +98,37 @@ MoveSummary MovePlan::validate() const {
     uint64_t out_of_order = 0;  // top bit: an output sample did not increase
     uint64_t next_sample_out = 0;
     uint64_t elements = 0;
+    // non-zero once a movement does not continue the one before
+    Lanes breaks = {0, 0};
     const mts_data_movement_t* movement = movements_;
     const mts_data_movement_t* const end = movements_ + movements_count_;
+    if (movement == end) {
+        return {0, true, false};
+    }
+    const Lanes ones = {1, 1};
+    Lanes expected_samples = load_lanes(&movement->sample_in);
+    const Lanes first_starts = load_lanes(&movement->properties_start_in);
+    const uint64_t first_length = movement->properties_length;
     for (; movement != end; movement++) {
         const Lanes samples = load_lanes(&movement->sample_in);
         const Lanes starts = load_lanes(&movement->properties_start_in);
         const uint64_t length = movement->properties_length;
         const Lanes lengths = {length, length};
         flags |= (last_samples - samples) | (properties - (starts + lengths)) | samples | starts | lengths;
+        breaks |= (samples - expected_samples) | (starts ^ first_starts) | (lengths ^ first_length);
+        expected_samples = samples + ones;
         out_of_order |= movement->sample_out - next_sample_out;
         next_sample_out = movement->sample_out + 1;
         elements += length;
     }
-    const bool flagged = ((flags[0] | flags[1]) & top_bits) != 0 && movements_count_ != 0;
+    const bool flagged = ((flags[0] | flags[1]) & top_bits) != 0;
     if (flagged) {
         check_exactly();
     }
-    // a flagged list was valid only with huge fields: no order is claimed
+    // a flagged list was valid only with huge fields: no claim is made
     const bool increasing = !flagged && (out_of_order >> 63) == 0;
-    return {elements * components_ * element_size_, increasing};
+    const bool one_run = !flagged && (breaks[0] | breaks[1]) == 0;
+    return {elements * components_ * element_size_, increasing, one_run};
 }
 
 void MovePlan::check_exactly() const {

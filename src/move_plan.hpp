@@ -44,6 +44,10 @@ struct MoveSummary {
     /// Each movement writes a higher output sample than the one before, so
     /// no two movements write the same bytes: they may run in any order.
     bool output_samples_increase;
+    /// There is at least one movement, and each one continues the one before
+    /// (next input and output sample, same property ranges): the plan is a
+    /// single run, `first_run()`.
+    bool one_run;
 };
 
 /// A plan borrows the caller's movements: it lives inside one move_data call.
@@ -101,6 +105,19 @@ public:
                 (movement.sample_out * output_sample_stride_) + movement.properties_start_out * element_size_,
                 movement.properties_length * element_size_, components_};
     }
+    /// The whole plan as one run, when validate() says it is one
+    /// (MoveSummary::one_run); whole rows on both sides make it one
+    /// contiguous block.
+    MoveRun single_run() const noexcept {
+        MoveRun run = run_of(movements_[0]);
+        run.rows *= movements_count_;
+        if (run.bytes == input_row_stride_ && run.bytes == output_row_stride_) {
+            run.bytes *= run.rows;
+            run.rows = 1;
+        }
+        return run;
+    }
+
     /// Output samples (the first axis of the output).
     uintptr_t output_samples() const noexcept { return samples_out_; }
     /// Rows per sample (the product of the component axes), and the bytes

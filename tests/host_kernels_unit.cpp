@@ -88,6 +88,17 @@ TEST(MovePlanValidation, AgreesWithAPlainCheckOnRandomMovements) {
                 elements += m.properties_length;
             }
             EXPECT_EQ(summary.bytes, elements * 2 * 8);
+            // claiming one run that is not would copy the wrong rows
+            if (summary.one_run) {
+                ASSERT_GE(count, 1u);
+                for (size_t i = 1; i < count; i++) {
+                    ASSERT_EQ(movements[i].sample_in, movements[i - 1].sample_in + 1) << "trial " << trial;
+                    ASSERT_EQ(movements[i].sample_out, movements[i - 1].sample_out + 1) << "trial " << trial;
+                    ASSERT_EQ(movements[i].properties_start_in, movements[0].properties_start_in);
+                    ASSERT_EQ(movements[i].properties_start_out, movements[0].properties_start_out);
+                    ASSERT_EQ(movements[i].properties_length, movements[0].properties_length);
+                }
+            }
         } catch (const mtsarray::detail::Error& error) {
             ASSERT_NE(first_bad, count) << "rejected valid movements: " << error.what();
             EXPECT_NE(std::string(error.what()).find("movement " + std::to_string(first_bad) + ":"), std::string::npos)
@@ -107,6 +118,39 @@ TEST(MovePlanValidation, SeesIncreasingOutputSamples) {
     EXPECT_FALSE(plan.validate().output_samples_increase);
     movements[2].sample_out = 1;  // going back
     EXPECT_FALSE(plan.validate().output_samples_increase);
+}
+
+TEST(MovePlanValidation, SeesASingleRun) {
+    // samples 3, 4, 5 -> 1, 2, 3, properties [1, 3) -> [0, 2): one run of 3 x 2 rows
+    std::vector<mts_data_movement_t> movements = {{3, 1, 1, 0, 2}, {4, 2, 1, 0, 2}, {5, 3, 1, 0, 2}};
+    const MovePlan plan({6, 2, 4}, {8, 2, 3}, 8, movements.data(), movements.size());
+    ASSERT_TRUE(plan.validate().one_run);
+    const auto run = plan.single_run();
+    EXPECT_EQ(run.input_offset, (3 * 2 * 3 + 1) * 8u);
+    EXPECT_EQ(run.output_offset, (1 * 2 * 4 + 0) * 8u);
+    EXPECT_EQ(run.bytes, 16u);
+    EXPECT_EQ(run.rows, 6u);
+    // whole rows: one block
+    std::vector<mts_data_movement_t> whole = {{3, 1, 0, 0, 3}, {4, 2, 0, 0, 3}};
+    const MovePlan whole_plan({6, 2, 3}, {8, 2, 3}, 8, whole.data(), whole.size());
+    ASSERT_TRUE(whole_plan.validate().one_run);
+    EXPECT_EQ(whole_plan.single_run().bytes, 2 * 2 * 3 * 8u);
+    EXPECT_EQ(whole_plan.single_run().rows, 1u);
+    // a gap, another range, another length, none at all
+    for (auto change : {0, 1, 2}) {
+        auto broken = movements;
+        if (change == 0) {
+            broken[2].sample_in = 7;
+        } else if (change == 1) {
+            broken[1].properties_start_out = 1;
+        } else {
+            broken[2].properties_length = 1;
+        }
+        const MovePlan broken_plan({6, 2, 4}, {8, 2, 3}, 8, broken.data(), broken.size());
+        EXPECT_FALSE(broken_plan.validate().one_run) << change;
+    }
+    const MovePlan empty({6, 2, 4}, {8, 2, 3}, 8, nullptr, 0);
+    EXPECT_FALSE(empty.validate().one_run);
 }
 
 TEST(GatherSplit, SplitsOnlyWhatCanNotOverlap) {

@@ -86,7 +86,7 @@ private:
 
 // ---- move_data --------------------------------------------------------------
 
-enum class Outputs { increasing, permuted, duplicated };
+enum class Outputs { increasing, permuted, duplicated, in_order };
 
 struct MoveCase {
     std::vector<uintptr_t> components;
@@ -106,6 +106,18 @@ std::vector<mts_data_movement_t> make_movements(std::mt19937_64& rng, const Move
         std::shuffle(samples_out.begin(), samples_out.end(), rng);
     }
     std::vector<mts_data_movement_t> movements;
+    if (c.outputs == Outputs::in_order) {
+        // consecutive samples on both sides, one property range: one run
+        const uintptr_t widest = std::min(c.properties_in, c.properties_out);
+        const uintptr_t length = c.whole_rows ? widest : widest / 2 + 1;
+        const uintptr_t start_in = c.whole_rows ? 0 : (c.properties_in - length) / 2;
+        const uintptr_t start_out = c.properties_out - length;
+        const uintptr_t first_in = std::uniform_int_distribution<uintptr_t>(0, c.samples_in - c.movements)(rng);
+        for (size_t i = 0; i < c.movements; i++) {
+            movements.push_back({first_in + i, c.samples_out - c.movements + i, start_in, start_out, length});
+        }
+        return movements;
+    }
     for (size_t i = 0; i < c.movements; i++) {
         mts_data_movement_t m = {};
         m.sample_in = std::uniform_int_distribution<uintptr_t>(0, c.samples_in - 1)(rng);
@@ -238,6 +250,9 @@ TEST(HostThreads, MoveDataIsBitIdentical) {
         {{2, 3}, 500, 700, 48, 48, 600, Outputs::increasing, true},
         {{}, 8, 6, 200000, 250000, 6, Outputs::increasing, false},  // few movements of ~1.6 MB
         {{}, 4, 3, 300000, 300000, 3, Outputs::permuted, true},
+        {{}, 30000, 25000, 64, 64, 20000, Outputs::in_order, true},   // one contiguous block
+        {{3}, 9000, 8000, 40, 100, 7000, Outputs::in_order, false},   // one strided run
+        {{}, 50, 40, 7, 9, 20, Outputs::in_order, false},            // one small run
         {{}, 50, 40, 7, 9, 30, Outputs::permuted, false},  // small: never split
         {{}, 50, 40, 7, 9, 0, Outputs::increasing, false},  // no movement
         {{0}, 50, 40, 7, 9, 30, Outputs::permuted, false},  // an empty component axis

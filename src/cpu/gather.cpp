@@ -12,17 +12,8 @@ namespace mtsarray::detail::cpu {
 
 namespace {
 
-// Plans moving less than this are likely in cache already: prefetching
-// would only add instructions.
-constexpr uint64_t prefetch_from_bytes = uint64_t(256) << 10;
-// Movements whose input rows are prefetched before they are copied: enough
-// cache misses in flight to hide the memory latency of scattered rows.
-constexpr size_t prefetch_batch = 16;
+// Pieces of the byte split start on cache lines: threads do not share one.
 constexpr size_t cache_line = 64;
-// At most this much of each input row, and this many rows of a movement,
-// are prefetched (the hardware prefetcher follows longer streams itself).
-constexpr uint64_t prefetched_row_bytes = 256;
-constexpr uint64_t prefetched_rows = 4;
 
 // Movement blocks handed to one task: at least this many movements, and at
 // least this many blocks per thread (dynamic scheduling evens out rows of
@@ -159,36 +150,6 @@ void copy_plan(const Arrays& arrays, const MovePlan& plan, bool merge) {
     }
 }
 
-void prefetch_inputs(const Arrays& arrays, const MovePlan& plan) {
-    for (size_t i = 0; i < plan.movements_count(); i++) {
-        const MoveRun run = plan.run_of(plan.movement(i));
-        const uint64_t bytes = std::min(run.bytes, prefetched_row_bytes);
-        const uint64_t rows = bytes == 0 ? 0 : std::min(run.rows, prefetched_rows);
-        for (uint64_t row = 0; row < rows; row++) {
-            const auto* source = arrays.input + run.input_offset + row * arrays.input_row_stride;
-            for (uint64_t offset = 0; offset < bytes; offset += cache_line) {
-                __builtin_prefetch(source + offset);
-            }
-        }
-    }
-}
-
-// The copy of `plan`, with the input rows of each batch of movements
-// prefetched first when the plan is too large to be in cache.
-void copy_movements(const Arrays& arrays, const MovePlan& plan, bool prefetch, bool merge) {
-    if (!prefetch) {
-        copy_plan(arrays, plan, merge);
-        return;
-    }
-    const size_t count = plan.movements_count();
-    for (size_t begin = 0; begin < count; begin += prefetch_batch) {
-        const size_t end = std::min(begin + prefetch_batch, count);
-        const MovePlan batch = plan.slice(begin, end);
-        prefetch_inputs(arrays, batch);
-        copy_plan(arrays, batch, merge);
-    }
-}
-
 // Whether no two movements write the same output sample (then they write
 // disjoint bytes and may be copied in any order, by any thread). Cheap when
 // the output samples increase (validate() saw it); otherwise one pass over
@@ -215,16 +176,15 @@ bool outputs_disjoint(const MovePlan& plan, const MoveSummary& summary) {
 }
 
 // Many movements: blocks of consecutive movements, each copied like the
-// serial code does (coalesced runs, prefetching).
-void copy_in_movement_blocks(const Arrays& arrays, const MovePlan& plan, size_t threads, bool prefetch,
-                             bool merge) {
+// serial code does.
+void copy_in_movement_blocks(const Arrays& arrays, const MovePlan& plan, size_t threads, bool merge) {
     const size_t count = plan.movements_count();
     const size_t block = std::max(min_block_movements, (count + threads * blocks_per_thread - 1) /
                                                            (threads * blocks_per_thread));
     const size_t blocks = (count + block - 1) / block;
     auto task = [&](size_t index) {
         const size_t begin = index * block;
-        copy_movements(arrays, plan.slice(begin, std::min(begin + block, count)), prefetch, merge);
+        copy_plan(arrays, plan.slice(begin, std::min(begin + block, count)), merge);
     };
     run_tasks(blocks, threads, TaskBody(task));
 }
@@ -243,17 +203,15 @@ void copy_part_of_run(const Arrays& arrays, const MoveRun& run, uint64_t begin, 
     }
 }
 
-// Few movements with much to copy each (one large movement, a few hundred
-// long rows): the runs' bytes end to end, cut into equal pieces.
-void copy_in_byte_pieces(const Arrays& arrays, const MovePlan& plan, size_t threads) {
-    std::vector<MoveRun> runs;
+// The runs' bytes end to end, cut into equal pieces for the threads (runs
+// that do not overlap).
+void copy_runs_in_byte_pieces(const Arrays& arrays, const std::vector<MoveRun>& runs, size_t threads) {
     std::vector<uint64_t> starts;  // of each run in the bytes end to end
     uint64_t total = 0;
-    plan.for_each_run([&](const MoveRun& run) {
-        runs.push_back(run);
+    for (const auto& run : runs) {
         starts.push_back(total);
         total += run.bytes * run.rows;
-    });
+    }
     if (total == 0) {
         return;
     }
@@ -270,6 +228,14 @@ void copy_in_byte_pieces(const Arrays& arrays, const MovePlan& plan, size_t thre
             }
         }
     });
+}
+
+// Few movements with much to copy each (one large movement, a few hundred
+// long rows): their runs, cut into equal pieces.
+void copy_in_byte_pieces(const Arrays& arrays, const MovePlan& plan, size_t threads) {
+    std::vector<MoveRun> runs;
+    plan.for_each_run([&](const MoveRun& run) { runs.push_back(run); });
+    copy_runs_in_byte_pieces(arrays, runs, threads);
 }
 
 }  // namespace
@@ -290,14 +256,21 @@ void gather(void* output, const void* input, const MovePlan& plan) {
     const size_t threads = threads_for(summary.bytes);
     fault_injection::check("move_data");
     const Arrays arrays = arrays_of(output, input, plan);
-    const bool prefetch = summary.bytes >= prefetch_from_bytes;
-    const bool merge = movements_merge(plan);
-    if (threads <= 1 && !prefetch) {  // the common small call
-        return copy_plan(arrays, plan, merge);
+    if (summary.one_run) {
+        // in-order movements: one copy, without looking at them again
+        const MoveRun run = plan.single_run();
+        if (run.bytes == 0) {
+            return;
+        }
+        if (threads <= 1) {
+            return copy_run(arrays, run);
+        }
+        return copy_runs_in_byte_pieces(arrays, {run}, threads);
     }
+    const bool merge = movements_merge(plan);
     switch (choose_split(plan, summary, threads)) {
-    case GatherSplit::serial: return copy_movements(arrays, plan, prefetch, merge);
-    case GatherSplit::movement_blocks: return copy_in_movement_blocks(arrays, plan, threads, prefetch, merge);
+    case GatherSplit::serial: return copy_plan(arrays, plan, merge);
+    case GatherSplit::movement_blocks: return copy_in_movement_blocks(arrays, plan, threads, merge);
     case GatherSplit::byte_pieces: return copy_in_byte_pieces(arrays, plan, threads);
     }
 }
