@@ -95,28 +95,22 @@ MoveSummary MovePlan::validate() const {
     const Lanes last_samples = {samples_in_ - 1, samples_out_ - 1};
     const Lanes properties = {properties_in_, properties_out_};
     Lanes flags = (last_samples | properties) & top_bits;
-    uint64_t out_of_order = 0;  // top bit: an output sample did not increase
-    uint64_t next_sample_out = 0;
-    uint64_t elements = 0;
-    // non-zero once a movement does not continue the one before
-    Lanes breaks = {0, 0};
     const mts_data_movement_t* movement = movements_;
     const mts_data_movement_t* const end = movements_ + movements_count_;
     if (movement == end) {
         return {0, true, false};
     }
-    const Lanes ones = {1, 1};
-    Lanes expected_samples = load_lanes(&movement->sample_in);
-    const Lanes first_starts = load_lanes(&movement->properties_start_in);
-    const uint64_t first_length = movement->properties_length;
+    // sample_out - (previous sample_out + 1), or-ed: 0 when every output
+    // sample follows the one before, top bit set when one did not increase
+    uint64_t out_of_order = 0;
+    uint64_t next_sample_out = movement->sample_out;
+    uint64_t elements = 0;
     for (; movement != end; movement++) {
         const Lanes samples = load_lanes(&movement->sample_in);
         const Lanes starts = load_lanes(&movement->properties_start_in);
         const uint64_t length = movement->properties_length;
         const Lanes lengths = {length, length};
         flags |= (last_samples - samples) | (properties - (starts + lengths)) | samples | starts | lengths;
-        breaks |= (samples - expected_samples) | (starts ^ first_starts) | (lengths ^ first_length);
-        expected_samples = samples + ones;
         out_of_order |= movement->sample_out - next_sample_out;
         next_sample_out = movement->sample_out + 1;
         elements += length;
@@ -127,8 +121,24 @@ MoveSummary MovePlan::validate() const {
     }
     // a flagged list was valid only with huge fields: no claim is made
     const bool increasing = !flagged && (out_of_order >> 63) == 0;
-    const bool one_run = !flagged && (breaks[0] | breaks[1]) == 0;
+    // consecutive output samples (gathers into a new array mostly have
+    // them): one run if the input side and the ranges follow too, which a
+    // second pass checks, stopping at the first break
+    const bool one_run = !flagged && out_of_order == 0 && continues_on_input();
     return {elements * components_ * element_size_, increasing, one_run};
+}
+
+bool MovePlan::continues_on_input() const noexcept {
+    const mts_data_movement_t& first = movements_[0];
+    for (size_t i = 1; i < movements_count_; i++) {
+        const mts_data_movement_t& movement = movements_[i];
+        if (movement.sample_in != first.sample_in + i || movement.properties_start_in != first.properties_start_in ||
+            movement.properties_start_out != first.properties_start_out ||
+            movement.properties_length != first.properties_length) {
+            return false;
+        }
+    }
+    return true;
 }
 
 void MovePlan::check_exactly() const {

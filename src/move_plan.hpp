@@ -98,6 +98,16 @@ public:
         return part;
     }
 
+    /// The exact check of one movement, without building a message
+    /// (validate() names the bad one).
+    bool in_range(const mts_data_movement_t& movement) const noexcept {
+        return (movement.sample_in < samples_in_) & (movement.sample_out < samples_out_) &
+               (movement.properties_start_in <= properties_in_) &
+               (movement.properties_length <= properties_in_ - movement.properties_start_in) &
+               (movement.properties_start_out <= properties_out_) &
+               (movement.properties_length <= properties_out_ - movement.properties_start_out);
+    }
+
     /// Movement `index` and its run before coalescing.
     const mts_data_movement_t& movement(size_t index) const noexcept { return movements_[index]; }
     MoveRun run_of(const mts_data_movement_t& movement) const noexcept {
@@ -155,19 +165,13 @@ public:
     bool trivially_empty() const noexcept { return movements_count_ == 0 || components_ == 0; }
 
 private:
-    /// The fast check of one movement: no call, no string, one branch for
-    /// the caller. Written with subtractions so that start + length can not
-    /// overflow.
-    bool in_range(const mts_data_movement_t& movement) const noexcept {
-        return (movement.sample_in < samples_in_) & (movement.sample_out < samples_out_) &
-               (movement.properties_start_in <= properties_in_) &
-               (movement.properties_length <= properties_in_ - movement.properties_start_in) &
-               (movement.properties_start_out <= properties_out_) &
-               (movement.properties_length <= properties_out_ - movement.properties_start_out);
-    }
-
     template <bool Check, typename Visit>
     bool iterate_runs(Visit& visit) const;
+
+    /// Whether movement i reads input sample (first's + i) with the first
+    /// movement's ranges, for every i (output samples are checked by
+    /// validate()).
+    bool continues_on_input() const noexcept;
 
     /// validate()'s slow path: throws the error naming the first movement
     /// out of range, if there is one.
