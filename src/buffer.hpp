@@ -41,6 +41,14 @@ public:
     static std::shared_ptr<Buffer> external(void* data, size_t bytes, DLDevice device,
                                             std::function<void()> release);
 
+    /// Only Buffer's own functions can make a Key: the constructor is
+    /// public for std::make_shared alone.
+    class Key {
+        friend class Buffer;
+        Key() = default;
+    };
+    Buffer(Key, void* data, size_t bytes, Stream stream, std::shared_ptr<const Allocator> allocator);
+
     ~Buffer();
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
@@ -72,7 +80,6 @@ public:
     bool writable_pointer_escaped() const noexcept;
 
 private:
-    Buffer(void* data, size_t bytes, Stream stream, std::shared_ptr<const Allocator> allocator);
     void record_device_use(const Stream& stream);
 
     void* data_;
