@@ -186,6 +186,7 @@ void copy_each_movement(const Arrays& arrays, const MovePlan& plan) {
     case 64: return copy_each_movement_dispatched<64>(arrays, plan);
     case 128: return copy_each_movement_dispatched<128>(arrays, plan);
     case 256: return copy_each_movement_dispatched<256>(arrays, plan);
+    case 512: return copy_each_movement_dispatched<512>(arrays, plan);
     default: return copy_each_movement_dispatched<0>(arrays, plan);
     }
 }
