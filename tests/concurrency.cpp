@@ -408,5 +408,92 @@ TEST_P(Concurrency, LargeWorkSharesThePool) {
     EXPECT_EQ(from_bytes<double>(read_bytes(shared)), values) << "the shared input changed";
 }
 
+// Every way host work is split, from one caller (so that the pool's threads
+// do take part), checked against a reference: move_data by movement blocks,
+// by byte pieces and as one run; copy; fill; swap_axes through the blocked
+// and the generic transposes. Under ThreadSanitizer this is what proves the
+// split kernels race-free.
+TEST_P(Concurrency, EverySplitOnThePool) {
+    const DLDevice device = GetParam();
+    MTSARRAY_SKIP_UNLESS_AVAILABLE(device);
+    const std::vector<uintptr_t> shape = {4096, 96};  // 3 MiB of float64
+    const auto values = iota(product(shape), 0.75);
+    auto input = array_from_bytes(device, float64(), shape, to_bytes(values));
+    const mts_array_t& in = input.get();
+
+    auto check_move = [&](const std::vector<mts_data_movement_t>& movements, const char* what) {
+        auto output = mtsarray::Array::zeros(device, float64(), shape);
+        const mts_array_t& out = output.get();
+        ASSERT_EQ(out.move_data(out.ptr, in.ptr, movements.data(), movements.size()), MTS_SUCCESS) << last_error();
+        std::vector<double> expected(product(shape), 0.0);
+        for (const auto& m : movements) {
+            for (size_t x = 0; x < m.properties_length; x++) {
+                expected[m.sample_out * 96 + m.properties_start_out + x] = values[m.sample_in * 96 + m.properties_start_in + x];
+            }
+        }
+        ASSERT_EQ(from_bytes<double>(read_bytes(output)), expected) << what;
+    };
+    std::vector<mts_data_movement_t> scattered;  // many movements: blocks
+    for (uintptr_t s = 0; s < 4096; s++) {
+        scattered.push_back({(s * 97) % 4096, (s * 89) % 4096, 8, 0, 88});
+    }
+    check_move(scattered, "movement blocks");
+    {
+        // few movements of 512 rows each (2.3 MiB in all): byte pieces
+        const std::vector<uintptr_t> blocks = {8, 512, 96};
+        const auto block_values = iota(product(blocks), -3.0);
+        auto source = array_from_bytes(device, float64(), blocks, to_bytes(block_values));
+        auto output = mtsarray::Array::zeros(device, float64(), blocks);
+        const std::vector<mts_data_movement_t> few = {{7, 0, 0, 0, 96}, {2, 5, 0, 0, 96}, {4, 1, 16, 32, 64},
+                                                      {0, 7, 0, 0, 96}, {5, 2, 0, 0, 96}, {1, 6, 90, 0, 6}};
+        const mts_array_t& out = output.get();
+        ASSERT_EQ(out.move_data(out.ptr, source.get().ptr, few.data(), few.size()), MTS_SUCCESS) << last_error();
+        std::vector<double> expected(product(blocks), 0.0);
+        for (const auto& m : few) {
+            for (size_t row = 0; row < 512; row++) {
+                for (size_t x = 0; x < m.properties_length; x++) {
+                    expected[(m.sample_out * 512 + row) * 96 + m.properties_start_out + x] =
+                        block_values[(m.sample_in * 512 + row) * 96 + m.properties_start_in + x];
+                }
+            }
+        }
+        ASSERT_EQ(from_bytes<double>(read_bytes(output)), expected) << "few movements";
+    }
+    std::vector<mts_data_movement_t> in_order;  // one run
+    for (uintptr_t s = 0; s < 4000; s++) {
+        in_order.push_back({s + 50, s + 10, 4, 2, 90});
+    }
+    check_move(in_order, "one run");
+
+    mts_array_t copy = {};
+    ASSERT_EQ(in.copy(in.ptr, device, &copy), MTS_SUCCESS) << last_error();
+    ASSERT_EQ(from_bytes<double>(read_bytes(copy)), values);
+    ASSERT_EQ(copy.swap_axes(copy.ptr, 0, 1), MTS_SUCCESS) << last_error();  // blocked 8-byte transpose
+    const auto swapped = from_bytes<double>(read_bytes(copy));
+    copy.destroy(copy.ptr);
+    for (size_t a = 0; a < 4096; a += 31) {
+        for (size_t b = 0; b < 96; b++) {
+            ASSERT_EQ(swapped[b * 4096 + a], values[a * 96 + b]);
+        }
+    }
+    auto complex = array_from_bytes(device, make_dtype(kDLComplex, 128), {1024, 2, 96}, to_bytes(iota(2 * 1024 * 2 * 96, 1.0)));
+    const mts_array_t& c = complex.get();
+    ASSERT_EQ(c.swap_axes(c.ptr, 0, 2), MTS_SUCCESS) << last_error();  // generic transpose, 16-byte elements
+    const auto complex_values = from_bytes<double>(read_bytes(complex));
+    for (size_t i = 0; i < 1024; i += 17) {
+        for (size_t k = 0; k < 96; k += 5) {
+            // element (k, 1, i) after the swap is (i, 1, k) before; 2 doubles each
+            ASSERT_EQ(complex_values[((k * 2 + 1) * 1024 + i) * 2], 1.0 + static_cast<double>(((i * 2 + 1) * 96 + k) * 2));
+        }
+    }
+
+    int destroyed = 0;
+    mts_array_t created = {};
+    ASSERT_EQ(in.create(in.ptr, shape.data(), shape.size(), scalar(-2.5, &destroyed), &created), MTS_SUCCESS)
+        << last_error();
+    ASSERT_EQ(from_bytes<double>(read_bytes(created)), std::vector<double>(product(shape), -2.5));
+    created.destroy(created.ptr);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllBackends, Concurrency, ::testing::ValuesIn(test_devices()),
                          [](const ::testing::TestParamInfo<DLDevice>& info) { return device_name(info.param); });
