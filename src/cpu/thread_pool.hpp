@@ -3,7 +3,8 @@
 // (move_data, copy, fill, swap_axes). No thread is ever created per call:
 // pool threads are started the first time work needs them, up to
 // thread_count() - 1 (the caller is the other one), and then wait for work,
-// spinning a few microseconds and then sleeping on a condition variable.
+// spinning (then yielding) for about 50 microseconds and then sleeping on a
+// condition variable.
 //
 // Oversubscription. thread_count() bounds the threads doing mtsarray work at
 // once across the whole process, callers included: a call recruits only the
