@@ -138,6 +138,16 @@ std::vector<double> measure(const Options& options, const std::vector<TimedBatch
     const Policy policy = policy_for(options.mode);
     const auto start = Clock::now();
 
+    if (options.calls != 0) {
+        // profiling: a fixed number of calls each, the same in every run
+        std::vector<double> result;
+        for (const auto& operation : operations) {
+            (void)operation(1);
+            result.push_back(operation(options.calls) / static_cast<double>(options.calls));
+        }
+        return result;
+    }
+
     // Warm-up (page faults, caches, lazy initialisation), then the batch size.
     std::vector<size_t> iterations(operations.size(), 1);
     bool slow = false;

@@ -23,6 +23,10 @@ struct Options {
     Mode mode = Mode::full;
     std::string json_path;
     std::string filter;  // run only cases whose "group device name" contains it
+    /// --calls N: run every operation exactly N times (after one warm-up
+    /// call), untimed rounds aside, for profilers (callgrind, perf): the
+    /// instruction counts per call are then total / N.
+    size_t calls = 0;
 
     bool quick() const { return mode != Mode::full; }
     bool smoke() const { return mode == Mode::smoke; }

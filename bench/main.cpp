@@ -3,10 +3,11 @@
 // the implementation a user would otherwise use (metatensor::SimpleDataArray
 // on the CPU, one cudaMemcpyAsync per segment on CUDA), in the same process.
 //
-// Usage: mtsarray-bench [--quick | --smoke] [--json FILE] [--filter TEXT]
+// Usage: mtsarray-bench [--quick | --smoke] [--json FILE] [--filter TEXT] [--calls N]
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -19,12 +20,14 @@ namespace {
 
 void usage(const char* program) {
     std::printf(
-        "usage: %s [--quick | --smoke] [--json FILE] [--filter TEXT]\n"
+        "usage: %s [--quick | --smoke] [--json FILE] [--filter TEXT] [--calls N]\n"
         "  (default)      full sweeps, with progress; several minutes\n"
         "  --quick        smaller sweeps, under a minute on 2 CPU cores\n"
         "  --smoke        one tiny case per operation, one round: checks values only\n"
         "  --json FILE    also write every row to FILE\n"
-        "  --filter TEXT  only the cases whose 'group device name' contains TEXT\n",
+        "  --filter TEXT  only the cases whose 'group device name' contains TEXT\n"
+        "  --calls N      no timing rounds: every operation runs N times, for profilers\n"
+        "                 (valgrind --tool=callgrind, perf stat); the times are indicative\n",
         program);
 }
 
@@ -54,6 +57,12 @@ int main(int argc, char** argv) {
             options.json_path = argv[++i];
         } else if (argument == "--filter" && i + 1 < argc) {
             options.filter = argv[++i];
+        } else if (argument == "--calls" && i + 1 < argc) {
+            options.calls = std::strtoull(argv[++i], nullptr, 10);
+            if (options.calls == 0) {
+                usage(argv[0]);
+                return 2;
+            }
         } else if (argument == "--help" || argument == "-h") {
             usage(argv[0]);
             return 0;
@@ -69,6 +78,16 @@ int main(int argc, char** argv) {
     std::printf("machine: %s\n", bench::describe_machine().c_str());
     std::printf("backends: cpu: available, %s, %s\n", backend_line(kDLCUDA, "cuda").c_str(),
                 backend_line(kDLROCM, "rocm").c_str());
+    int32_t host_threads = 0;
+    if (mtsarray_get_num_threads(&host_threads) != MTS_SUCCESS) {
+        const char* message = nullptr;
+        mts_last_error(&message, nullptr, nullptr);
+        std::fprintf(stderr, "mtsarray-bench: error: %s\n", message == nullptr ? "unknown error" : message);
+        return 1;
+    }
+    std::printf("host threads: %d (mtsarray_get_num_threads; mtsarray splits host work from 1 MiB, and the CPU\n"
+                "  limits run on as many threads as it uses: [1 thread] rows set the count to 1)\n",
+                static_cast<int>(host_threads));
     std::printf("times are medians of interleaved batches; %%lim = achieved bandwidth / the "
                 "limit's on the same bytes;\nspeedup = baseline time / mtsarray time "
                 "(SDA = metatensor::SimpleDataArray, through the same mts_array_t vtable)\n");

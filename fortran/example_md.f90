@@ -25,8 +25,15 @@ program example_md
     type(DLDataType) :: dtype
     type(DLDevice) :: device
     integer :: atom, xyz
+    integer(c_int32_t) :: threads
 
     print '(a, a)', "mtsarray ", mtsarray_version()
+
+    ! host work may use 2 threads (an MPI rank passes its share of the cores)
+    call check(mtsarray_set_num_threads(2_c_int32_t), "set_num_threads")
+    call check(mtsarray_get_num_threads(threads), "get_num_threads")
+    call expect(threads == 2, "two threads for host work")
+    call expect(mtsarray_set_num_threads(0_c_int32_t) /= MTS_SUCCESS, "zero threads is an error")
 
     do atom = 1, n_atoms
         do xyz = 1, 3

@@ -100,6 +100,7 @@ module mtsarray
     public :: mtsarray_is_mtsarray, mtsarray_destroy
     public :: mtsarray_backend_available, mtsarray_backend_unavailable_reason
     public :: mtsarray_last_error, mtsarray_version
+    public :: mtsarray_set_num_threads, mtsarray_get_num_threads
     public :: mtsarray_cuda_device, mtsarray_rocm_device
 
     !> Array filled with `value`; its kind picks the dtype (real64, real32,
@@ -200,6 +201,26 @@ module mtsarray
             import :: c_int, c_ptr
             integer(c_int), value :: device_type
             type(c_ptr) :: c_backend_unavailable_reason
+        end function
+
+        !> Use up to `count` threads (the caller included) for work on host
+        !> memory: move_data, copy, fill and swap_axes of 1 MiB and more are
+        !> split between them, with the same results whatever the count.
+        !> Without it: MTSARRAY_NUM_THREADS, else OMP_NUM_THREADS, else the
+        !> CPUs of the affinity mask. A call from inside an OpenMP parallel
+        !> region runs on its own thread only. Errors: count < 1 or > 4096.
+        function mtsarray_set_num_threads(count) bind(c, name="mtsarray_set_num_threads") result(status)
+            import :: c_int32_t
+            integer(c_int32_t), value :: count
+            integer(c_int32_t) :: status
+        end function
+
+        !> The number of threads host-memory work may use. Errors: an
+        !> invalid MTSARRAY_NUM_THREADS / OMP_NUM_THREADS.
+        function mtsarray_get_num_threads(count) bind(c, name="mtsarray_get_num_threads") result(status)
+            import :: c_int32_t
+            integer(c_int32_t), intent(out) :: count
+            integer(c_int32_t) :: status
         end function
 
         function c_version() bind(c, name="mtsarray_version")

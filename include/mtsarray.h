@@ -234,6 +234,51 @@ MTSARRAY_EXPORT mts_status_t mtsarray_set_allocator(DLDeviceType device_type,
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_release_cached_memory(DLDevice device);
 
+/**
+ * Use up to `count` threads, the calling thread included, for work on host
+ * memory (kDLCPU, and the host-accessible kDLCUDAHost, kDLCUDAManaged and
+ * kDLROCMHost): move_data, copy, create / zeros / full (the fill) and
+ * swap_axes split work of 1 MiB and more between threads; smaller work, and
+ * everything with `count` = 1, runs on the calling thread. The results are
+ * the same bytes whatever the count (move_data is split only where no two
+ * movements write the same output sample).
+ *
+ * Threads: no thread is created per call. mtsarray keeps a pool of at most
+ * `count` - 1 threads, started the first time work needs them; an idle pool
+ * thread spins for about 50 microseconds, then sleeps without using the
+ * CPU. Pool threads block every signal. Lowering the count stops the idle
+ * pool threads beyond it.
+ *
+ * No oversubscription: at most `count` threads do mtsarray host work at
+ * once in the whole process, the calling threads included. A call made
+ * while other threads already use the pool gets only the pool threads left
+ * (none when the callers alone reach `count`: 8 threads calling move_data
+ * at once each run on their own thread). A call from inside an active
+ * OpenMP parallel region (of the OpenMP runtime the program loaded) runs on
+ * the calling thread only: the region's threads have the cores already.
+ *
+ * Without this call, the count comes from the environment variable
+ * MTSARRAY_NUM_THREADS, else OMP_NUM_THREADS (its first entry: "8,2" is 8),
+ * else the number of CPUs in the process's affinity mask; the environment
+ * is read once, the first time the count is needed. An environment value
+ * that is not a whole number in [1, 4096] makes every host data operation
+ * (and mtsarray_get_num_threads) fail with an error naming the variable,
+ * until this function sets a count.
+ *
+ * Thread safety: may be called at any time from any thread; operations
+ * already running keep the threads they started with.
+ * Errors: `count` < 1 or `count` > 4096.
+ */
+MTSARRAY_EXPORT mts_status_t mtsarray_set_num_threads(int32_t count);
+
+/**
+ * The number of threads host-memory work may use (see
+ * `mtsarray_set_num_threads`), in `*count`. Reads the environment the first
+ * time. Errors: `count` is NULL; MTSARRAY_NUM_THREADS or OMP_NUM_THREADS
+ * (the one in use) is not a whole number in [1, 4096].
+ */
+MTSARRAY_EXPORT mts_status_t mtsarray_get_num_threads(int32_t* count);
+
 /** The version of this library, "MAJOR.MINOR.PATCH". */
 MTSARRAY_EXPORT const char* mtsarray_version(void);
 

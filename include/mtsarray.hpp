@@ -57,6 +57,19 @@ inline bool backend_available(DLDeviceType type) {
     return available;
 }
 
+/// Use up to `count` threads (the caller included) for work on host memory
+/// (mtsarray_set_num_threads).
+inline void set_num_threads(int32_t count) {
+    details::check(mtsarray_set_num_threads(count));
+}
+
+/// The number of threads host-memory work may use (mtsarray_get_num_threads).
+inline int32_t num_threads() {
+    int32_t count = 0;
+    details::check(mtsarray_get_num_threads(&count));
+    return count;
+}
+
 class Array {
 public:
     /// Takes ownership of an mts_array_t made by mtsarray; throws Error (and

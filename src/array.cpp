@@ -23,8 +23,14 @@ std::unique_ptr<Array> Array::allocate(DLDataType dtype, std::vector<uintptr_t> 
 
 Array::Array(std::shared_ptr<Buffer> buffer, DLDataType dtype, std::vector<uintptr_t> shape,
              Stream stream)
-    : buffer_(std::move(buffer)), dtype_(dtype), shape_(std::move(shape)), size_(element_count(shape_)),
+    : buffer_(std::move(buffer)), data_(buffer_->data()), device_(buffer_->device()), dtype_(dtype),
+      shape_(std::move(shape)), size_(element_count(shape_)),
       stream_(stream) {
+    try {
+        compute_backend_ = &detail::compute_backend(device().device_type);
+    } catch (const Error&) {
+        // no backend for this device in this build: operations say so
+    }
     handle_ = register_array(this);
 }
 
@@ -34,17 +40,10 @@ Array::~Array() {
     buffer_->set_release_stream(stream_);
 }
 
-Array& Array::from_handle(const void* handle, const char* role) {
+void Array::reject_handle(const void* handle, const char* role) {
     MTSARRAY_EXPECTS(handle != nullptr, std::string(role) + " array is NULL");
-    Array* array = find_array(handle);
-    MTSARRAY_EXPECTS(array != nullptr,
-                     std::string(role) + " array was not made by mtsarray (or was already "
-                                         "destroyed): mtsarray can only operate on its own arrays");
-    return *array;
-}
-
-size_t Array::nbytes() const noexcept {
-    return size_ * element_size(dtype_);
+    throw Error(std::string(role) + " array was not made by mtsarray (or was already "
+                                    "destroyed): mtsarray can only operate on its own arrays");
 }
 
 void Array::set_stream(const Stream& stream) {
@@ -73,6 +72,8 @@ void Array::replace_data(std::shared_ptr<Buffer> buffer, std::vector<uintptr_t> 
     invalidate_host_mirror();
     buffer_->set_release_stream(stream_);
     buffer_ = std::move(buffer);
+    data_ = buffer_->data();
+    device_ = buffer_->device();
     shape_ = std::move(shape);
     size_ = element_count(shape_);
 }
@@ -81,7 +82,7 @@ const Backend& Array::memory_backend() const {
     return detail::memory_backend(device().device_type);
 }
 
-const Backend& Array::compute_backend() const {
+const Backend& Array::find_compute_backend() const {
     return detail::compute_backend(device().device_type);
 }
 
@@ -124,10 +125,7 @@ void Array::set_host_mirror(std::shared_ptr<const Buffer> mirror) const {
     }
 }
 
-void Array::invalidate_host_mirror() const {
-    if (!has_host_mirror_.load(std::memory_order_acquire)) {
-        return;
-    }
+void Array::drop_host_mirror() const {
     std::lock_guard<std::mutex> lock(mirror_mutex_);
     host_mirror_.reset();
     has_host_mirror_.store(false, std::memory_order_release);

@@ -11,8 +11,10 @@
 
 #include <metatensor.h>
 
+#include "array_registry.hpp"
 #include "backend.hpp"
 #include "buffer.hpp"
+#include "dtype.hpp"
 #include "shape.hpp"
 #include "stream.hpp"
 
@@ -34,17 +36,23 @@ public:
 
     /// The live Array behind `handle` (an mts_array_t's ptr); throws Error
     /// when it is not one of ours (a foreign or destroyed array).
-    static Array& from_handle(const void* handle, const char* role);
+    static Array& from_handle(const void* handle, const char* role) {
+        Array* array = find_array(handle);
+        if (array == nullptr) {
+            reject_handle(handle, role);
+        }
+        return *array;
+    }
 
     /// The value of `mts_array_t::ptr` for this array (array_registry.hpp).
     void* handle() const noexcept { return handle_; }
 
-    DLDevice device() const noexcept { return buffer_->device(); }
+    DLDevice device() const noexcept { return device_; }
     DLDataType dtype() const noexcept { return dtype_; }
     const std::vector<uintptr_t>& shape() const noexcept { return shape_; }
     size_t size() const noexcept { return size_; }  // elements
-    size_t nbytes() const noexcept;                  // bytes of data
-    void* data() const noexcept { return buffer_->data(); }
+    size_t nbytes() const noexcept { return size_ * element_size(dtype_); }  // bytes of data
+    void* data() const noexcept { return data_; }
     const std::shared_ptr<Buffer>& buffer() const noexcept { return buffer_; }
     const Stream& stream() const noexcept { return stream_; }
 
@@ -60,7 +68,9 @@ public:
 
     /// The backend owning this array's memory / the one computing on it.
     const Backend& memory_backend() const;
-    const Backend& compute_backend() const;
+    const Backend& compute_backend() const {
+        return compute_backend_ != nullptr ? *compute_backend_ : find_compute_backend();
+    }
 
     /// "float64 array of shape [3, 4] on cuda:0", for messages.
     std::string describe() const;
@@ -88,11 +98,24 @@ public:
     /// Records `mirror` (ignored unless wants_host_mirror()).
     void set_host_mirror(std::shared_ptr<const Buffer> mirror) const;
     /// Called before anything that may write the device data.
-    void invalidate_host_mirror() const;
+    void invalidate_host_mirror() const {
+        if (has_host_mirror_.load(std::memory_order_acquire)) {
+            drop_host_mirror();
+        }
+    }
 
 private:
+    const Backend& find_compute_backend() const;
+    [[noreturn]] static void reject_handle(const void* handle, const char* role);
+    void drop_host_mirror() const;
+
     void* handle_ = nullptr;
+    // looked up once (the device never changes): every operation needs it
+    const Backend* compute_backend_ = nullptr;
     std::shared_ptr<Buffer> buffer_;
+    // the buffer's, kept here: every operation reads them, one load less
+    void* data_;
+    DLDevice device_;
     DLDataType dtype_;
     std::vector<uintptr_t> shape_;
     size_t size_;  // elements, kept with shape_

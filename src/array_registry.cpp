@@ -10,48 +10,19 @@
 
 namespace mtsarray::detail {
 
+using namespace registry;
+
+std::atomic<Chunk*> registry::chunks[chunk_count];
+
 namespace {
-
-static_assert(sizeof(void*) == 8, "mtsarray handles need 64-bit pointers");
-
-// handle = tag (8 bits) | generation (28 bits) | slot (28 bits)
-constexpr unsigned slot_bits = 28;
-constexpr unsigned generation_bits = 28;
-constexpr uint64_t slot_mask = (uint64_t(1) << slot_bits) - 1;
-constexpr uint64_t generation_mask = (uint64_t(1) << generation_bits) - 1;
-// No user-space address has a non-zero top byte (47- to 57-bit address
-// spaces), so a real pointer can never carry this tag.
-constexpr uint64_t handle_tag = uint64_t(0xA7) << 56;
-constexpr uint64_t tag_mask = uint64_t(0xFF) << 56;
-
-// Keeps the table from being a root for LeakSanitizer's pointer scan.
-constexpr uintptr_t pointer_mask = uintptr_t(0x5A17C3E95A17C3E9);
 
 // Freed slots wait until this many others are free before being reused, so
 // that a generation wraps only after ~2^28 * 4096 destroys.
 constexpr size_t reuse_delay = 4096;
 
-constexpr unsigned chunk_bits = 14;
-constexpr size_t slots_per_chunk = size_t(1) << chunk_bits;
-constexpr size_t chunk_count = size_t(1) << (slot_bits - chunk_bits);
-
-struct Slot {
-    // generation << 1 | live
-    std::atomic<uint64_t> state{0};
-    std::atomic<uintptr_t> masked_array{0};
-};
-
-struct Chunk {
-    Slot slots[slots_per_chunk];
-};
-
+// What registration and frees need; never destroyed: arrays may outlive
+// static destruction (held by a TensorMap in a static of the user's program).
 struct Table {
-    Table() {
-        for (auto& chunk : chunks) {
-            chunk.store(nullptr, std::memory_order_relaxed);
-        }
-    }
-    std::atomic<Chunk*> chunks[chunk_count];
     std::atomic<size_t> live{0};
 
     std::mutex mutex;  // guards what follows: registration and frees only
@@ -59,15 +30,13 @@ struct Table {
     uint64_t fresh_slots = 0;  // slots ever handed out
 };
 
-// Never destroyed: arrays may outlive static destruction (held by a
-// TensorMap in a static of the user's program).
 Table& table() {
     static auto* instance = new Table();
     return *instance;
 }
 
-Slot* slot_of(const Table& registry, uint64_t slot) noexcept {
-    Chunk* chunk = registry.chunks[slot >> chunk_bits].load(std::memory_order_acquire);
+Slot* slot_of(uint64_t slot) noexcept {
+    Chunk* chunk = chunks[slot >> chunk_bits].load(std::memory_order_acquire);
     return chunk == nullptr ? nullptr : &chunk->slots[slot & (slots_per_chunk - 1)];
 }
 
@@ -83,32 +52,30 @@ Decoded decode(const void* handle) noexcept {
     if ((bits & tag_mask) != handle_tag) {
         return {nullptr, 0};
     }
-    Slot* slot = slot_of(table(), bits & slot_mask);
     const uint64_t generation = (bits >> slot_bits) & generation_mask;
-    return {slot, (generation << 1) | 1};
+    return {slot_of(bits & slot_mask), (generation << 1) | 1};
 }
 
 bool matches(uint64_t state, uint64_t live_state) noexcept {
-    // generations in handles are truncated to generation_bits
-    return (state & 1) != 0 && ((state >> 1) & generation_mask) == (live_state >> 1);
+    return (state & compared_state_bits) == live_state;
 }
 
 }  // namespace
 
 void* register_array(Array* array) {
-    auto& registry = table();
+    auto& bookkeeping = table();
     uint64_t index = 0;
     {
-        std::lock_guard<std::mutex> lock(registry.mutex);
-        if (registry.free_slots.size() > reuse_delay) {
-            index = registry.free_slots.front();
-            registry.free_slots.pop_front();
+        std::lock_guard<std::mutex> lock(bookkeeping.mutex);
+        if (bookkeeping.free_slots.size() > reuse_delay) {
+            index = bookkeeping.free_slots.front();
+            bookkeeping.free_slots.pop_front();
         } else {
-            if (registry.fresh_slots > slot_mask) {
+            if (bookkeeping.fresh_slots > slot_mask) {
                 throw OutOfMemory("mtsarray can not track more than 2^28 live arrays");
             }
-            index = registry.fresh_slots;
-            auto& chunk = registry.chunks[index >> chunk_bits];
+            index = bookkeeping.fresh_slots;
+            auto& chunk = chunks[index >> chunk_bits];
             if (chunk.load(std::memory_order_relaxed) == nullptr) {
                 auto* fresh = new (std::nothrow) Chunk();
                 if (fresh == nullptr) {
@@ -116,14 +83,14 @@ void* register_array(Array* array) {
                 }
                 chunk.store(fresh, std::memory_order_release);
             }
-            registry.fresh_slots++;
+            bookkeeping.fresh_slots++;
         }
     }
-    Slot& slot = *slot_of(registry, index);
+    Slot& slot = *slot_of(index);
     const uint64_t generation = slot.state.load(std::memory_order_relaxed) >> 1;
     slot.masked_array.store(reinterpret_cast<uintptr_t>(array) ^ pointer_mask, std::memory_order_relaxed);
     slot.state.store((generation << 1) | 1, std::memory_order_release);
-    registry.live.fetch_add(1, std::memory_order_relaxed);
+    bookkeeping.live.fetch_add(1, std::memory_order_relaxed);
     const uint64_t handle = handle_tag | ((generation & generation_mask) << slot_bits) | index;
     return reinterpret_cast<void*>(static_cast<uintptr_t>(handle));
 }
@@ -145,33 +112,16 @@ Array* unregister_array(const void* handle) noexcept {
                                                std::memory_order_acquire));
     auto* array = reinterpret_cast<Array*>(slot.masked_array.load(std::memory_order_relaxed) ^ pointer_mask);
 
-    auto& registry = table();
-    registry.live.fetch_sub(1, std::memory_order_relaxed);
+    auto& bookkeeping = table();
+    bookkeeping.live.fetch_sub(1, std::memory_order_relaxed);
     const auto bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
     try {
-        std::lock_guard<std::mutex> lock(registry.mutex);
-        registry.free_slots.push_back(static_cast<uint32_t>(bits & slot_mask));
+        std::lock_guard<std::mutex> lock(bookkeeping.mutex);
+        bookkeeping.free_slots.push_back(static_cast<uint32_t>(bits & slot_mask));
     } catch (...) {
         // no memory for the free list: the slot is simply never reused
     }
     return array;
-}
-
-Array* find_array(const void* handle) noexcept {
-    const Decoded decoded = decode(handle);
-    if (decoded.slot == nullptr) {
-        return nullptr;
-    }
-    const Slot& slot = *decoded.slot;
-    if (!matches(slot.state.load(std::memory_order_acquire), decoded.live_state)) {
-        return nullptr;
-    }
-    const uintptr_t masked = slot.masked_array.load(std::memory_order_acquire);
-    // checked again: the slot may have been freed and reused in between
-    if (!matches(slot.state.load(std::memory_order_acquire), decoded.live_state)) {
-        return nullptr;
-    }
-    return reinterpret_cast<Array*>(masked ^ pointer_mask);
 }
 
 size_t live_array_count() noexcept {

@@ -12,16 +12,16 @@ namespace mtsarray::detail {
 std::shared_ptr<Buffer> Buffer::allocate(const Stream& stream, size_t bytes) {
     auto allocator = current_allocator(stream.device().device_type);
     void* data = allocator->allocate(stream, bytes);
-    std::unique_ptr<Buffer> holder;
     try {
         fault_injection::check("allocate");  // the holder's own host allocation
-        holder.reset(new Buffer(data, bytes, stream, allocator));
+        // one allocation for the Buffer and its reference count: arrays are
+        // made often (create, copy, swap_axes), and each host allocation
+        // costs
+        return std::make_shared<Buffer>(Key{}, data, bytes, stream, allocator);
     } catch (...) {
         allocator->deallocate(stream, data, bytes);
         throw;
     }
-    // from here on the Buffer frees the memory, also if this throws
-    return std::shared_ptr<Buffer>(std::move(holder));
 }
 
 std::shared_ptr<Buffer> Buffer::external(void* data, size_t bytes, DLDevice device,
@@ -29,12 +29,12 @@ std::shared_ptr<Buffer> Buffer::external(void* data, size_t bytes, DLDevice devi
     // `release` becomes ours only once the holder exists: if anything above
     // throws, the memory is still the caller's
     fault_injection::check("allocate");
-    auto shared = std::shared_ptr<Buffer>(new Buffer(data, bytes, Stream::default_for(device), nullptr));
+    auto shared = std::make_shared<Buffer>(Key{}, data, bytes, Stream::default_for(device), nullptr);
     shared->release_ = std::move(release);
     return shared;
 }
 
-Buffer::Buffer(void* data, size_t bytes, Stream stream, std::shared_ptr<const Allocator> allocator)
+Buffer::Buffer(Key, void* data, size_t bytes, Stream stream, std::shared_ptr<const Allocator> allocator)
     : data_(data), bytes_(bytes), device_(stream.device()), allocator_(std::move(allocator)),
       release_stream_(stream) {}
 
@@ -43,10 +43,7 @@ void Buffer::set_release_stream(const Stream& stream) {
     release_stream_ = stream;
 }
 
-void Buffer::record_use(const Stream& stream) {
-    if (stream.is_none()) {
-        return;  // host work is finished when the call that did it returns
-    }
+void Buffer::record_device_use(const Stream& stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stream == release_stream_) {
         return;  // the free is queued behind it anyway

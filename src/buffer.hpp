@@ -41,6 +41,14 @@ public:
     static std::shared_ptr<Buffer> external(void* data, size_t bytes, DLDevice device,
                                             std::function<void()> release);
 
+    /// Only Buffer's own functions can make a Key: the constructor is
+    /// public for std::make_shared alone.
+    class Key {
+        friend class Buffer;
+        Key() = default;
+    };
+    Buffer(Key, void* data, size_t bytes, Stream stream, std::shared_ptr<const Allocator> allocator);
+
     ~Buffer();
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
@@ -59,7 +67,11 @@ public:
     /// Work queued on `stream` so far uses this memory: the free waits for
     /// it. No-op for the release stream itself and for host streams. Called
     /// after queuing the work. Thread-safe.
-    void record_use(const Stream& stream);
+    void record_use(const Stream& stream) {
+        if (!stream.is_none()) {  // host work is finished when the call that did it returns
+            record_device_use(stream);
+        }
+    }
 
     /// A pointer through which the data may be written left mtsarray's
     /// control (mtsarray_data, a writable DLPack export): from now on no
@@ -68,7 +80,7 @@ public:
     bool writable_pointer_escaped() const noexcept;
 
 private:
-    Buffer(void* data, size_t bytes, Stream stream, std::shared_ptr<const Allocator> allocator);
+    void record_device_use(const Stream& stream);
 
     void* data_;
     size_t bytes_;

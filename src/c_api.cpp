@@ -13,6 +13,7 @@
 #include "backend_registry.hpp"
 #include "c_boundary.hpp"
 #include "callbacks.hpp"
+#include "cpu/thread_count.hpp"
 #include "device.hpp"
 #include "dtype.hpp"
 #include "error.hpp"
@@ -178,6 +179,17 @@ mts_status_t mtsarray_release_cached_memory(DLDevice device) {
             backend.check_device(device);
             backend.release_cached_memory(device);
         }
+    });
+}
+
+mts_status_t mtsarray_set_num_threads(int32_t count) {
+    return guard(context("mtsarray_set_num_threads"), [&] { cpu::set_thread_count(count); });
+}
+
+mts_status_t mtsarray_get_num_threads(int32_t* count) {
+    return guard(context("mtsarray_get_num_threads"), [&] {
+        check_not_null(count, "count");
+        *count = static_cast<int32_t>(cpu::thread_count());
     });
 }
 

@@ -2,7 +2,9 @@
 #include <string>
 
 #include "backend_registry.hpp"
+#include "array_registry.hpp"
 #include "c_boundary.hpp"
+#include "callbacks.hpp"
 #include "device.hpp"
 #include "dlpack_owner.hpp"
 #include "dtype.hpp"
@@ -49,6 +51,17 @@ std::unique_ptr<Array> make_filled(DLDataType dtype, std::vector<uintptr_t> shap
 std::unique_ptr<Array> create_like(const Array& prototype, std::vector<uintptr_t> shape,
                                    mts_array_t fill_value) {
     ArrayOwner owner(fill_value);
+    if (is_mtsarray(fill_value)) {
+        // One of our own CPU scalars (what mtsarray_full makes): its bytes
+        // are where its as_dlpack(cpu) would point, read without the export.
+        // Anything else (another device, another dtype or shape) takes the
+        // general path below, with its checks and messages.
+        const Array& scalar = *find_array(fill_value.ptr);
+        if (scalar.device().device_type == kDLCPU && scalar.size() == 1 &&
+            same_dtype(scalar.dtype(), prototype.dtype())) {
+            return make_filled(prototype.dtype(), std::move(shape), scalar.data(), prototype.stream());
+        }
+    }
     MTSARRAY_EXPECTS(fill_value.as_dlpack != nullptr, "fill_value has no as_dlpack function");
 
     DLManagedTensorVersioned* tensor = nullptr;

@@ -35,6 +35,21 @@ struct MoveRun {
     uint64_t rows;
 };
 
+/// What `validate()` learns on its way over the movements, for backends
+/// that split the copy between threads.
+struct MoveSummary {
+    /// Bytes the movements copy in all (wraps around only for absurd
+    /// movement lists; used to pick how many threads to use).
+    uint64_t bytes;
+    /// Each movement writes a higher output sample than the one before, so
+    /// no two movements write the same bytes: they may run in any order.
+    bool output_samples_increase;
+    /// There is at least one movement, and each one continues the one before
+    /// (next input and output sample, same property ranges): the plan is a
+    /// single run, `first_run()`.
+    bool one_run;
+};
+
 /// A plan borrows the caller's movements: it lives inside one move_data call.
 class MovePlan {
 public:
@@ -46,11 +61,80 @@ public:
              const std::vector<uintptr_t>& input_shape,
              size_t element_size,
              const mts_data_movement_t* movements,
-             size_t movements_count);
+             size_t movements_count)
+        : movements_(movements), movements_count_(movements_count), element_size_(element_size) {
+        // inline: this is on the path of every call; the messages are built
+        // by reject(), out of line
+        const size_t axes = input_shape.size();
+        if (axes < 2 || output_shape.size() != axes || (movements == nullptr && movements_count != 0)) {
+            reject(output_shape, input_shape, movements, movements_count);
+        }
+        for (size_t axis = 1; axis + 1 < axes; axis++) {
+            if (input_shape[axis] != output_shape[axis]) {
+                reject(output_shape, input_shape, movements, movements_count);
+            }
+            components_ *= input_shape[axis];
+        }
+        samples_in_ = input_shape.front();
+        samples_out_ = output_shape.front();
+        properties_in_ = input_shape.back();
+        properties_out_ = output_shape.back();
+        input_row_stride_ = properties_in_ * element_size;
+        output_row_stride_ = properties_out_ * element_size;
+        input_sample_stride_ = components_ * input_row_stride_;
+        output_sample_stride_ = components_ * output_row_stride_;
+    }
 
     /// Checks every movement against both shapes; throws Error naming the
     /// first bad one (its index and field).
-    void validate() const;
+    MoveSummary validate() const;
+
+    /// The plan of movements [begin, end) only (same arrays, same checks);
+    /// `end <= movements_count()`.
+    MovePlan slice(size_t begin, size_t end) const noexcept {
+        MovePlan part = *this;
+        part.movements_ = movements_ + begin;
+        part.movements_count_ = end - begin;
+        return part;
+    }
+
+    /// The exact check of one movement, without building a message
+    /// (validate() names the bad one).
+    bool in_range(const mts_data_movement_t& movement) const noexcept {
+        return (movement.sample_in < samples_in_) & (movement.sample_out < samples_out_) &
+               (movement.properties_start_in <= properties_in_) &
+               (movement.properties_length <= properties_in_ - movement.properties_start_in) &
+               (movement.properties_start_out <= properties_out_) &
+               (movement.properties_length <= properties_out_ - movement.properties_start_out);
+    }
+
+    /// Movement `index` and its run before coalescing.
+    const mts_data_movement_t& movement(size_t index) const noexcept { return movements_[index]; }
+    MoveRun run_of(const mts_data_movement_t& movement) const noexcept {
+        return {(movement.sample_in * input_sample_stride_) + movement.properties_start_in * element_size_,
+                (movement.sample_out * output_sample_stride_) + movement.properties_start_out * element_size_,
+                movement.properties_length * element_size_, components_};
+    }
+    /// The whole plan as one run, when validate() says it is one
+    /// (MoveSummary::one_run); whole rows on both sides make it one
+    /// contiguous block.
+    MoveRun single_run() const noexcept {
+        MoveRun run = run_of(movements_[0]);
+        run.rows *= movements_count_;
+        if (run.bytes == input_row_stride_ && run.bytes == output_row_stride_) {
+            run.bytes *= run.rows;
+            run.rows = 1;
+        }
+        return run;
+    }
+
+    /// Output samples (the first axis of the output).
+    uintptr_t output_samples() const noexcept { return samples_out_; }
+    /// Rows per sample (the product of the component axes), and the bytes
+    /// between consecutive samples of the input / output.
+    uint64_t components() const noexcept { return components_; }
+    uint64_t input_sample_stride() const noexcept { return input_sample_stride_; }
+    uint64_t output_sample_stride() const noexcept { return output_sample_stride_; }
 
     /// Calls `visit(const MoveRun&)` for every coalesced run, in order,
     /// without storing them. The movements must have been validated.
@@ -81,45 +165,26 @@ public:
     bool trivially_empty() const noexcept { return movements_count_ == 0 || components_ == 0; }
 
 private:
-    /// What the loops need of the shapes. The loops copy it into locals:
-    /// stores a visitor makes (the table entries, uint64_t like these fields)
-    /// could otherwise alias the plan's members and force a reload of each
-    /// one per movement.
-    struct Geometry {
-        uint64_t samples_in, samples_out;
-        uint64_t properties_in, properties_out;
-        uint64_t input_sample_bytes, output_sample_bytes;  // components * row stride
-        uint64_t input_row_stride, output_row_stride;
-        uint64_t components;
-        uint64_t element_size;
-    };
-
-    /// The fast check of one movement: no call, no string, one branch for
-    /// the caller. Written with subtractions so that start + length can not
-    /// overflow.
-    static bool in_range(const Geometry& g, const mts_data_movement_t& movement) noexcept {
-        return (movement.sample_in < g.samples_in) & (movement.sample_out < g.samples_out) &
-               (movement.properties_start_in <= g.properties_in) &
-               (movement.properties_length <= g.properties_in - movement.properties_start_in) &
-               (movement.properties_start_out <= g.properties_out) &
-               (movement.properties_length <= g.properties_out - movement.properties_start_out);
-    }
-
-    /// Whole rows on both sides: the run is one contiguous block.
-    static MoveRun collapsed(const Geometry& g, MoveRun run) noexcept {
-        if (run.bytes == g.input_row_stride && run.bytes == g.output_row_stride) {
-            run.bytes *= run.rows;
-            run.rows = 1;
-        }
-        return run;
-    }
-
     template <bool Check, typename Visit>
     bool iterate_runs(Visit& visit) const;
 
+    /// Whether movement i reads input sample (first's + i) with the first
+    /// movement's ranges, for every i (output samples are checked by
+    /// validate()).
+    bool continues_on_input() const noexcept;
+
+    /// validate()'s slow path: throws the error naming the first movement
+    /// out of range, if there is one.
+    [[gnu::noinline, gnu::cold]] void check_exactly() const;
+
+    /// The constructor's error: throws the message naming what is wrong.
+    [[noreturn, gnu::noinline, gnu::cold]] static void reject(const std::vector<uintptr_t>& output_shape,
+                                                            const std::vector<uintptr_t>& input_shape,
+                                                            const mts_data_movement_t* movements,
+                                                            size_t movements_count);
+
     const mts_data_movement_t* movements_;
     size_t movements_count_;
-    Geometry geometry_ = {};
     uintptr_t samples_in_ = 0;
     uintptr_t samples_out_ = 0;
     uintptr_t properties_in_ = 0;
@@ -127,59 +192,83 @@ private:
     uint64_t components_ = 1;
     uint64_t input_row_stride_ = 0;
     uint64_t output_row_stride_ = 0;
+    uint64_t input_sample_stride_ = 0;   // components_ rows
+    uint64_t output_sample_stride_ = 0;
     size_t element_size_ = 0;
 };
 
 template <bool Check, typename Visit>
 bool MovePlan::iterate_runs(Visit& visit) const {
-    const Geometry g = geometry_;
-    const mts_data_movement_t* const movements = movements_;
-    const size_t count = movements_count_;
-    if (g.components == 0) {
+    if (components_ == 0) {
         // no row to copy; the movements still have to be valid
         if (Check) {
-            for (size_t i = 0; i < count; i++) {
-                if (!in_range(g, movements[i])) {
+            for (size_t i = 0; i < movements_count_; i++) {
+                if (!in_range(movements_[i])) {
                     return false;
                 }
             }
         }
         return true;
     }
-    bool pending = false;
-    MoveRun run = {};
-    // where the next row of `run` would start on each side: a movement
-    // starting exactly there (with the same width) extends the run
-    uint64_t next_input = 0;
-    uint64_t next_output = 0;
-    for (size_t i = 0; i < count; i++) {
-        const mts_data_movement_t& movement = movements[i];
-        if (Check && !in_range(g, movement)) {
+    // Locals: `visit` is opaque to the compiler, which would otherwise load
+    // every field again after each call. This loop is the cost of each
+    // movement of in-order copies.
+    const uint64_t input_sample = input_sample_stride_;
+    const uint64_t output_sample = output_sample_stride_;
+    const uint64_t element = element_size_;
+    const uint64_t rows = components_;
+    const uint64_t input_row = input_row_stride_;
+    const uint64_t output_row = output_row_stride_;
+    const mts_data_movement_t* movement = movements_;
+    const mts_data_movement_t* const end = movements_ + movements_count_;
+    auto collapse = [&](MoveRun run) {
+        // whole rows on both sides: the run is one contiguous block
+        if (run.bytes == input_row && run.bytes == output_row) {
+            run.bytes *= run.rows;
+            run.rows = 1;
+        }
+        return run;
+    };
+
+    // the first movement with something to copy starts the first run
+    for (;; movement++) {
+        if (movement == end) {
+            return true;
+        }
+        if (Check && !in_range(*movement)) {
             return false;
         }
-        if (movement.properties_length == 0) {
+        if (movement->properties_length != 0) {
+            break;
+        }
+    }
+    MoveRun run = {movement->sample_in * input_sample + movement->properties_start_in * element,
+                   movement->sample_out * output_sample + movement->properties_start_out * element,
+                   movement->properties_length * element, rows};
+    // where the next rows of the run would start: a movement starting
+    // there, as wide, extends it
+    uint64_t input_end = run.input_offset + input_sample;
+    uint64_t output_end = run.output_offset + output_sample;
+    for (movement++; movement != end; movement++) {
+        if (Check && !in_range(*movement)) {
+            return false;
+        }
+        const uint64_t bytes = movement->properties_length * element;
+        if (bytes == 0) {
             continue;
         }
-        const uint64_t input_offset = movement.sample_in * g.input_sample_bytes + movement.properties_start_in * g.element_size;
-        const uint64_t output_offset =
-            movement.sample_out * g.output_sample_bytes + movement.properties_start_out * g.element_size;
-        const uint64_t bytes = movement.properties_length * g.element_size;
-        // consecutive rows on both sides with the same width: one longer run
-        if (pending && bytes == run.bytes && input_offset == next_input && output_offset == next_output) {
-            run.rows += g.components;
+        const uint64_t input_offset = movement->sample_in * input_sample + movement->properties_start_in * element;
+        const uint64_t output_offset = movement->sample_out * output_sample + movement->properties_start_out * element;
+        if (input_offset == input_end && output_offset == output_end && bytes == run.bytes) {
+            run.rows += rows;
         } else {
-            if (pending) {
-                visit(collapsed(g, run));
-            }
-            run = MoveRun{input_offset, output_offset, bytes, g.components};
-            pending = true;
+            visit(collapse(run));
+            run = {input_offset, output_offset, bytes, rows};
         }
-        next_input = input_offset + g.input_sample_bytes;
-        next_output = output_offset + g.output_sample_bytes;
+        input_end = input_offset + input_sample;
+        output_end = output_offset + output_sample;
     }
-    if (pending) {
-        visit(collapsed(g, run));
-    }
+    visit(collapse(run));
     return true;
 }
 

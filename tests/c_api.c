@@ -44,6 +44,7 @@ int main(void) {
     bool available = false;
     mts_data_movement_t movement;
     const char* origin = NULL;
+    int32_t threads = 0;
     int i;
 
     cpu.device_type = kDLCPU;
@@ -56,6 +57,12 @@ int main(void) {
 
     CHECK(strlen(mtsarray_version()) > 0);
     CHECK(mtsarray_backend_available(kDLCPU, &available) == MTS_SUCCESS && available);
+
+    /* host threads */
+    CHECK(mtsarray_set_num_threads(3) == MTS_SUCCESS);
+    CHECK(mtsarray_get_num_threads(&threads) == MTS_SUCCESS && threads == 3);
+    CHECK(mtsarray_set_num_threads(0) != MTS_SUCCESS);
+    CHECK(mtsarray_get_num_threads(&threads) == MTS_SUCCESS && threads == 3);
 
     /* zeros */
     CHECK(mtsarray_zeros(cpu, float64, shape, 2, &zeros) == MTS_SUCCESS);

@@ -1,9 +1,12 @@
 // Concurrency: many threads calling every callback at once, on shared
 // read-only arrays and on arrays of their own, and DLPack exports that
-// outlive their arrays while other threads create and destroy. Every result
-// is checked against a host reference. The ThreadSanitizer build of
-// scripts/sanitizers.sh runs these (ctest -R concurrency); they also run in
-// every normal build. The whole file stays well under 10 s.
+// outlive their arrays while other threads create and destroy; and large
+// host work, split over the pool threads, from many threads at once. Every
+// result is checked against a host reference. Host work may use 4 threads
+// here (mtsarray_set_num_threads), so the pool runs under the sanitizers
+// whatever the machine. The ThreadSanitizer build of scripts/sanitizers.sh
+// runs these (ctest -R concurrency); they also run in every normal build.
+// The whole file stays well under 10 s.
 
 #include <algorithm>
 #include <atomic>
@@ -109,6 +112,13 @@ std::vector<mts_data_movement_t> random_movements(std::mt19937_64& rng, const st
 }
 
 class Concurrency : public ::testing::TestWithParam<DLDevice> {};
+
+// Several pool threads for every test of this file, whatever the machine.
+constexpr int32_t pool_threads = 4;
+class PoolThreads : public ::testing::Environment {
+    void SetUp() override { ASSERT_EQ(mtsarray_set_num_threads(pool_threads), MTS_SUCCESS) << last_error(); }
+};
+const auto* const pool_threads_environment = ::testing::AddGlobalTestEnvironment(new PoolThreads());
 
 }  // namespace
 
@@ -336,6 +346,153 @@ TEST_P(Concurrency, ExportsOutliveTheirArrays) {
     });
     EXPECT_EQ(consumed.load(), (thread_count / 2) * 2 * iterations);
     EXPECT_TRUE(queue.empty());
+}
+
+// Large move_data, copy, create and swap_axes from every thread at once:
+// each call splits its work over the pool threads left free by the others
+// (host memory), and gives the reference bytes.
+TEST_P(Concurrency, LargeWorkSharesThePool) {
+    const DLDevice device = GetParam();
+    MTSARRAY_SKIP_UNLESS_AVAILABLE(device);
+    // 2 MiB inputs: above the 1 MiB from which host work is split
+    const std::vector<uintptr_t> shape = {2048, 128};
+    const auto values = iota(product(shape), 0.5);
+    auto shared = array_from_bytes(device, float64(), shape, to_bytes(values));
+    const mts_array_t& input = shared.get();
+    std::atomic<int> checks{0};
+    run_threads([&](int t) {
+        for (int i = 0; i < 3; i++) {
+            // move_data: a permutation of the samples, into a wider output
+            const std::vector<uintptr_t> output_shape = {2048, 160};
+            auto output = mtsarray::Array::zeros(device, float64(), output_shape);
+            std::vector<mts_data_movement_t> movements(2048);
+            for (uintptr_t s = 0; s < 2048; s++) {
+                movements[s] = {(s * 37 + static_cast<uintptr_t>(t)) % 2048, s, 0, 32, 128};
+            }
+            const mts_array_t& out = output.get();
+            ASSERT_EQ(out.move_data(out.ptr, input.ptr, movements.data(), movements.size()), MTS_SUCCESS)
+                << last_error();
+            std::vector<double> expected(product(output_shape), 0.0);
+            for (const auto& m : movements) {
+                for (size_t x = 0; x < 128; x++) {
+                    expected[m.sample_out * 160 + 32 + x] = values[m.sample_in * 128 + x];
+                }
+            }
+            ASSERT_EQ(from_bytes<double>(read_bytes(output)), expected);
+
+            // copy, then swap_axes of the copy
+            mts_array_t copy = {};
+            ASSERT_EQ(input.copy(input.ptr, device, &copy), MTS_SUCCESS) << last_error();
+            ASSERT_EQ(copy.swap_axes(copy.ptr, 0, 1), MTS_SUCCESS) << last_error();
+            const auto swapped = from_bytes<double>(read_bytes(copy));
+            copy.destroy(copy.ptr);
+            for (size_t a = 0; a < 2048; a += 97) {
+                for (size_t b = 0; b < 128; b++) {
+                    ASSERT_EQ(swapped[b * 2048 + a], values[a * 128 + b]);
+                }
+            }
+
+            // create: filled with this thread's value
+            int destroyed = 0;
+            const double fill = 100.0 * t + i + 0.25;
+            mts_array_t created = {};
+            ASSERT_EQ(input.create(input.ptr, shape.data(), shape.size(), scalar(fill, &destroyed), &created),
+                      MTS_SUCCESS)
+                << last_error();
+            ASSERT_EQ(from_bytes<double>(read_bytes(created)), std::vector<double>(product(shape), fill));
+            created.destroy(created.ptr);
+            checks.fetch_add(1);
+        }
+    });
+    EXPECT_EQ(checks.load(), thread_count * 3);
+    EXPECT_EQ(from_bytes<double>(read_bytes(shared)), values) << "the shared input changed";
+}
+
+// Every way host work is split, from one caller (so that the pool's threads
+// do take part), checked against a reference: move_data by movement blocks,
+// by byte pieces and as one run; copy; fill; swap_axes through the blocked
+// and the generic transposes. Under ThreadSanitizer this is what proves the
+// split kernels race-free.
+TEST_P(Concurrency, EverySplitOnThePool) {
+    const DLDevice device = GetParam();
+    MTSARRAY_SKIP_UNLESS_AVAILABLE(device);
+    const std::vector<uintptr_t> shape = {4096, 96};  // 3 MiB of float64
+    const auto values = iota(product(shape), 0.75);
+    auto input = array_from_bytes(device, float64(), shape, to_bytes(values));
+    const mts_array_t& in = input.get();
+
+    auto check_move = [&](const std::vector<mts_data_movement_t>& movements, const char* what) {
+        auto output = mtsarray::Array::zeros(device, float64(), shape);
+        const mts_array_t& out = output.get();
+        ASSERT_EQ(out.move_data(out.ptr, in.ptr, movements.data(), movements.size()), MTS_SUCCESS) << last_error();
+        std::vector<double> expected(product(shape), 0.0);
+        for (const auto& m : movements) {
+            for (size_t x = 0; x < m.properties_length; x++) {
+                expected[m.sample_out * 96 + m.properties_start_out + x] = values[m.sample_in * 96 + m.properties_start_in + x];
+            }
+        }
+        ASSERT_EQ(from_bytes<double>(read_bytes(output)), expected) << what;
+    };
+    std::vector<mts_data_movement_t> scattered;  // many movements: blocks
+    for (uintptr_t s = 0; s < 4096; s++) {
+        scattered.push_back({(s * 97) % 4096, (s * 89) % 4096, 8, 0, 88});
+    }
+    check_move(scattered, "movement blocks");
+    {
+        // few movements of 512 rows each (2.3 MiB in all): byte pieces
+        const std::vector<uintptr_t> blocks = {8, 512, 96};
+        const auto block_values = iota(product(blocks), -3.0);
+        auto source = array_from_bytes(device, float64(), blocks, to_bytes(block_values));
+        auto output = mtsarray::Array::zeros(device, float64(), blocks);
+        const std::vector<mts_data_movement_t> few = {{7, 0, 0, 0, 96}, {2, 5, 0, 0, 96}, {4, 1, 16, 32, 64},
+                                                      {0, 7, 0, 0, 96}, {5, 2, 0, 0, 96}, {1, 6, 90, 0, 6}};
+        const mts_array_t& out = output.get();
+        ASSERT_EQ(out.move_data(out.ptr, source.get().ptr, few.data(), few.size()), MTS_SUCCESS) << last_error();
+        std::vector<double> expected(product(blocks), 0.0);
+        for (const auto& m : few) {
+            for (size_t row = 0; row < 512; row++) {
+                for (size_t x = 0; x < m.properties_length; x++) {
+                    expected[(m.sample_out * 512 + row) * 96 + m.properties_start_out + x] =
+                        block_values[(m.sample_in * 512 + row) * 96 + m.properties_start_in + x];
+                }
+            }
+        }
+        ASSERT_EQ(from_bytes<double>(read_bytes(output)), expected) << "few movements";
+    }
+    std::vector<mts_data_movement_t> in_order;  // one run
+    for (uintptr_t s = 0; s < 4000; s++) {
+        in_order.push_back({s + 50, s + 10, 4, 2, 90});
+    }
+    check_move(in_order, "one run");
+
+    mts_array_t copy = {};
+    ASSERT_EQ(in.copy(in.ptr, device, &copy), MTS_SUCCESS) << last_error();
+    ASSERT_EQ(from_bytes<double>(read_bytes(copy)), values);
+    ASSERT_EQ(copy.swap_axes(copy.ptr, 0, 1), MTS_SUCCESS) << last_error();  // blocked 8-byte transpose
+    const auto swapped = from_bytes<double>(read_bytes(copy));
+    copy.destroy(copy.ptr);
+    for (size_t a = 0; a < 4096; a += 31) {
+        for (size_t b = 0; b < 96; b++) {
+            ASSERT_EQ(swapped[b * 4096 + a], values[a * 96 + b]);
+        }
+    }
+    auto complex = array_from_bytes(device, make_dtype(kDLComplex, 128), {1024, 2, 96}, to_bytes(iota(2 * 1024 * 2 * 96, 1.0)));
+    const mts_array_t& c = complex.get();
+    ASSERT_EQ(c.swap_axes(c.ptr, 0, 2), MTS_SUCCESS) << last_error();  // generic transpose, 16-byte elements
+    const auto complex_values = from_bytes<double>(read_bytes(complex));
+    for (size_t i = 0; i < 1024; i += 17) {
+        for (size_t k = 0; k < 96; k += 5) {
+            // element (k, 1, i) after the swap is (i, 1, k) before; 2 doubles each
+            ASSERT_EQ(complex_values[((k * 2 + 1) * 1024 + i) * 2], 1.0 + static_cast<double>(((i * 2 + 1) * 96 + k) * 2));
+        }
+    }
+
+    int destroyed = 0;
+    mts_array_t created = {};
+    ASSERT_EQ(in.create(in.ptr, shape.data(), shape.size(), scalar(-2.5, &destroyed), &created), MTS_SUCCESS)
+        << last_error();
+    ASSERT_EQ(from_bytes<double>(read_bytes(created)), std::vector<double>(product(shape), -2.5));
+    created.destroy(created.ptr);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, Concurrency, ::testing::ValuesIn(test_devices()),

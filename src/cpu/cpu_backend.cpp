@@ -1,6 +1,10 @@
 // The CPU backend: synchronous work on host memory. It also computes on
 // every host-accessible GPU memory type (pinned, managed), see
-// backend_registry.cpp.
+// backend_registry.cpp. Large copies, fills, gathers and transposes are
+// split between the threads of cpu/thread_pool.hpp (cpu/parallel_split.hpp
+// says when and how); each operation first asks how many threads it may use,
+// which also reports an invalid thread count in the environment before
+// anything is written.
 
 #include <cstdint>
 #include <cstdlib>
@@ -8,7 +12,10 @@
 #include <string>
 
 #include "backend_registry.hpp"
+#include "cpu/copy.hpp"
 #include "cpu/fill.hpp"
+#include "cpu/gather.hpp"
+#include "cpu/parallel_split.hpp"
 #include "cpu/strided_copy.hpp"
 #include "device.hpp"
 #include "error.hpp"
@@ -50,23 +57,6 @@ void free_aligned(void* data) noexcept {
     }
 }
 
-// Rows of one or a few properties are the common move_data case (gathers
-// into keys_to_properties outputs): a fixed-size memcpy compiles to a plain
-// load and store, where a call to memcpy would cost more than the copy.
-inline void copy_row(unsigned char* destination, const unsigned char* source, size_t bytes) {
-    switch (bytes) {
-    case 1: std::memcpy(destination, source, 1); return;
-    case 2: std::memcpy(destination, source, 2); return;
-    case 4: std::memcpy(destination, source, 4); return;
-    case 8: std::memcpy(destination, source, 8); return;
-    case 12: std::memcpy(destination, source, 12); return;
-    case 16: std::memcpy(destination, source, 16); return;
-    case 24: std::memcpy(destination, source, 24); return;
-    case 32: std::memcpy(destination, source, 32); return;
-    default: std::memcpy(destination, source, bytes); return;
-    }
-}
-
 class CpuBackend final : public Backend {
 public:
     const char* name() const noexcept override { return "cpu"; }
@@ -94,39 +84,30 @@ public:
 
     void fill(const Stream&, void* data, size_t count, const void* value,
               size_t element_size) const override {
+        const size_t threads = cpu::threads_for(count * element_size);
         fault_injection::check("fill");
-        cpu::fill(data, count, value, element_size);
+        cpu::fill(data, count, value, element_size, threads);
     }
 
     void copy(const Stream&, void* destination, const void* source, size_t bytes) const override {
+        const size_t threads = cpu::threads_for(bytes);
         fault_injection::check("copy");
-        if (bytes != 0) {
-            std::memcpy(destination, source, bytes);
-        }
+        cpu::copy(destination, source, bytes, threads);
     }
 
     void move_data(const Stream&, void* output, const void* input, const Stream&,
                    const MovePlan& plan) const override {
-        plan.validate();  // before the first write: the copy below streams
-        fault_injection::check("move_data");
-        auto* out = static_cast<unsigned char*>(output);
-        const auto* in = static_cast<const unsigned char*>(input);
-        const auto input_stride = plan.input_row_stride();
-        const auto output_stride = plan.output_row_stride();
-        plan.for_each_run([&](const MoveRun& run) {
-            auto* destination = out + run.output_offset;
-            const auto* source = in + run.input_offset;
-            for (uint64_t row = 0; row < run.rows; row++) {
-                copy_row(destination, source, run.bytes);
-                destination += output_stride;
-                source += input_stride;
-            }
-        });
+        cpu::gather(output, input, plan);
     }
 
     void strided_copy(const Stream&, void* destination, const StridedView& source) const override {
+        size_t bytes = source.element_size;
+        for (auto size : source.shape) {
+            bytes *= size;
+        }
+        const size_t threads = cpu::threads_for(bytes);
         fault_injection::check("strided_copy");
-        cpu::strided_copy(destination, source);
+        cpu::strided_copy(destination, source, threads);
     }
 
     void copy_to_host(const Stream&, void* host_destination, const void* source,

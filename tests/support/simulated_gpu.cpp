@@ -401,7 +401,7 @@ void SimulatedGpu::fill(const Stream& stream, void* data, size_t count, const vo
                                        static_cast<const unsigned char*>(value) + element_size);
     queue(stream).push([this, data, count, pattern, element_size] {
         check_live(data, count * element_size, "fill");
-        mtsarray::detail::cpu::fill(data, count, pattern.data(), element_size);
+        mtsarray::detail::cpu::fill(data, count, pattern.data(), element_size, /*threads=*/1);
     });
 }
 
@@ -442,7 +442,7 @@ void SimulatedGpu::strided_copy(const Stream& stream, void* destination, const S
     }
     queue(stream).push([this, destination, source, count] {
         check_live(destination, count * source.element_size, "strided_copy (destination)");
-        mtsarray::detail::cpu::strided_copy(destination, source);
+        mtsarray::detail::cpu::strided_copy(destination, source, /*threads=*/1);
     });
 }
 

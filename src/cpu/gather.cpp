@@ -1,0 +1,378 @@
+#include "cpu/gather.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "cpu/parallel_split.hpp"
+#include "fault_injection.hpp"
+
+namespace mtsarray::detail::cpu {
+
+namespace {
+
+// Pieces of the byte split start on cache lines: threads do not share one.
+constexpr size_t cache_line = 64;
+
+// Movement blocks handed to one task: at least this many movements, and at
+// least this many blocks per thread (dynamic scheduling evens out rows of
+// different lengths and threads slowed down by the rest of the machine).
+constexpr size_t min_block_movements = 64;
+constexpr size_t blocks_per_thread = 16;
+
+struct Arrays {
+    unsigned char* output;
+    const unsigned char* input;
+    uint64_t input_row_stride;
+    uint64_t output_row_stride;
+};
+
+Arrays arrays_of(void* output, const void* input, const MovePlan& plan) {
+    return {static_cast<unsigned char*>(output), static_cast<const unsigned char*>(input), plan.input_row_stride(),
+            plan.output_row_stride()};
+}
+
+template <size_t Bytes>
+void copy_fixed_rows(unsigned char* destination, const unsigned char* source, uint64_t rows,
+                     uint64_t output_row_stride, uint64_t input_row_stride) {
+    for (uint64_t row = 0; row < rows; row++) {
+        std::memcpy(destination, source, Bytes);
+        destination += output_row_stride;
+        source += input_row_stride;
+    }
+}
+
+// One run: its rows of the same width. Rows of one or a few properties are
+// the common move_data case (gathers into keys_to_properties outputs): a
+// fixed-size memcpy compiles to plain loads and stores, where a call to
+// memcpy would cost more than the copy. Out of line, so that the loop over
+// the movements stays small (its registers are not spilled around the
+// copies).
+[[gnu::noinline]] void copy_run(const Arrays& arrays, const MoveRun& run) {
+    auto* destination = arrays.output + run.output_offset;
+    const auto* source = arrays.input + run.input_offset;
+    const uint64_t out_row = arrays.output_row_stride;
+    const uint64_t in_row = arrays.input_row_stride;
+    switch (run.bytes) {
+    case 1: return copy_fixed_rows<1>(destination, source, run.rows, out_row, in_row);
+    case 2: return copy_fixed_rows<2>(destination, source, run.rows, out_row, in_row);
+    case 4: return copy_fixed_rows<4>(destination, source, run.rows, out_row, in_row);
+    case 8: return copy_fixed_rows<8>(destination, source, run.rows, out_row, in_row);
+    case 12: return copy_fixed_rows<12>(destination, source, run.rows, out_row, in_row);
+    case 16: return copy_fixed_rows<16>(destination, source, run.rows, out_row, in_row);
+    case 24: return copy_fixed_rows<24>(destination, source, run.rows, out_row, in_row);
+    case 32: return copy_fixed_rows<32>(destination, source, run.rows, out_row, in_row);
+    case 64: return copy_fixed_rows<64>(destination, source, run.rows, out_row, in_row);
+    case 128: return copy_fixed_rows<128>(destination, source, run.rows, out_row, in_row);
+    case 256: return copy_fixed_rows<256>(destination, source, run.rows, out_row, in_row);
+    default:
+        for (uint64_t row = 0; row < run.rows; row++) {
+            std::memcpy(destination, source, run.bytes);
+            destination += arrays.output_row_stride;
+            source += arrays.input_row_stride;
+        }
+    }
+}
+
+void copy_runs(const Arrays& arrays, const MovePlan& plan) {
+    plan.for_each_run([&](const MoveRun& run) { copy_run(arrays, run); });
+}
+
+// Each movement on its own, without looking for runs to merge: the
+// cheapest loop when movements are scattered (nothing would merge).
+// Movements of one call mostly have one length: `Bytes` is the first
+// movement's, copied with fixed-size code; any other goes through memcpy.
+template <size_t Bytes>
+[[gnu::noinline]] void copy_each_movement(const Arrays& arrays, const MovePlan& plan) {
+    // locals: the copies' stores could alias the structures behind the
+    // references, and the compiler would load these again every time
+    unsigned char* const output = arrays.output;
+    const unsigned char* const input = arrays.input;
+    const uint64_t output_row = arrays.output_row_stride;
+    const uint64_t input_row = arrays.input_row_stride;
+    const uint64_t input_sample = plan.input_sample_stride();
+    const uint64_t output_sample = plan.output_sample_stride();
+    const uint64_t element = plan.element_size();
+    const uint64_t rows = plan.components();
+    const mts_data_movement_t* movement = &plan.movement(0);
+    const mts_data_movement_t* const end = movement + plan.movements_count();
+    for (; movement != end; movement++) {
+        const uint64_t output_offset = movement->sample_out * output_sample + movement->properties_start_out * element;
+        const uint64_t input_offset = movement->sample_in * input_sample + movement->properties_start_in * element;
+        const uint64_t bytes = movement->properties_length * element;
+        if (Bytes != 0 && bytes == Bytes) {
+            copy_fixed_rows<Bytes>(output + output_offset, input + input_offset, rows, output_row, input_row);
+        } else if (bytes != 0) {
+            copy_run(arrays, MoveRun{input_offset, output_offset, bytes, rows});
+        }
+    }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__AVX2__)
+// The same loop with 32-byte loads and stores where the CPU has AVX2 (as
+// glibc's memcpy does), for rows of a multiple of 32 bytes: half the
+// instructions of the baseline x86-64 build's 16-byte copies. The library
+// itself stays built for baseline x86-64; the loop is written twice because
+// code compiled for AVX2 can not be inlined into baseline code.
+#define MTSARRAY_AVX2_GATHER 1
+template <size_t Bytes>
+[[gnu::noinline]] __attribute__((target("avx2"))) void copy_each_movement_avx2(const Arrays& arrays,
+                                                                             const MovePlan& plan) {
+    static_assert(Bytes % 32 == 0 && Bytes != 0, "whole 32-byte chunks");
+    unsigned char* const output = arrays.output;
+    const unsigned char* const input = arrays.input;
+    const uint64_t output_row = arrays.output_row_stride;
+    const uint64_t input_row = arrays.input_row_stride;
+    const uint64_t input_sample = plan.input_sample_stride();
+    const uint64_t output_sample = plan.output_sample_stride();
+    const uint64_t element = plan.element_size();
+    const uint64_t rows = plan.components();
+    const mts_data_movement_t* movement = &plan.movement(0);
+    const mts_data_movement_t* const end = movement + plan.movements_count();
+    for (; movement != end; movement++) {
+        const uint64_t output_offset = movement->sample_out * output_sample + movement->properties_start_out * element;
+        const uint64_t input_offset = movement->sample_in * input_sample + movement->properties_start_in * element;
+        const uint64_t bytes = movement->properties_length * element;
+        if (bytes == Bytes) {
+            unsigned char* destination = output + output_offset;
+            const unsigned char* source = input + input_offset;
+            for (uint64_t row = 0; row < rows; row++) {
+#pragma GCC unroll 8
+                for (size_t offset = 0; offset < Bytes; offset += 32) {
+                    const __m256i chunk = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(source + offset));
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(destination + offset), chunk);
+                }
+                destination += output_row;
+                source += input_row;
+            }
+        } else if (bytes != 0) {
+            copy_run(arrays, MoveRun{input_offset, output_offset, bytes, rows});
+        }
+    }
+}
+
+bool cpu_has_avx2() noexcept {
+    static const bool has = __builtin_cpu_supports("avx2");
+    return has;
+}
+#endif
+
+template <size_t Bytes>
+void copy_each_movement_dispatched(const Arrays& arrays, const MovePlan& plan) {
+#if defined(MTSARRAY_AVX2_GATHER)
+    if constexpr (Bytes >= 32 && Bytes % 32 == 0) {
+        if (cpu_has_avx2()) {
+            return copy_each_movement_avx2<Bytes>(arrays, plan);
+        }
+    }
+#endif
+    copy_each_movement<Bytes>(arrays, plan);
+}
+
+void copy_each_movement(const Arrays& arrays, const MovePlan& plan) {
+    if (plan.movements_count() == 0) {
+        return;
+    }
+    switch (plan.movement(0).properties_length * plan.element_size()) {
+    case 4: return copy_each_movement_dispatched<4>(arrays, plan);
+    case 8: return copy_each_movement_dispatched<8>(arrays, plan);
+    case 16: return copy_each_movement_dispatched<16>(arrays, plan);
+    case 32: return copy_each_movement_dispatched<32>(arrays, plan);
+    case 64: return copy_each_movement_dispatched<64>(arrays, plan);
+    case 128: return copy_each_movement_dispatched<128>(arrays, plan);
+    case 256: return copy_each_movement_dispatched<256>(arrays, plan);
+    case 512: return copy_each_movement_dispatched<512>(arrays, plan);
+    default: return copy_each_movement_dispatched<0>(arrays, plan);
+    }
+}
+
+// Up to this many movements, a move_data call takes the short path.
+constexpr size_t few_movements = 4;
+
+void copy_few_movements(const Arrays& arrays, const MovePlan& plan) {
+    for (size_t i = 0; i < plan.movements_count(); i++) {
+        const MoveRun run = plan.run_of(plan.movement(i));
+        if (run.bytes == 0) {
+            continue;
+        }
+        auto* destination = arrays.output + run.output_offset;
+        const auto* source = arrays.input + run.input_offset;
+        for (uint64_t row = 0; row < run.rows; row++) {
+            std::memcpy(destination, source, run.bytes);
+            destination += arrays.output_row_stride;
+            source += arrays.input_row_stride;
+        }
+    }
+}
+
+// Whether the first movements merge into runs (in-order samples): then
+// coalescing pays (one long memcpy instead of many short ones); plans are
+// mostly uniform, so a few pairs tell.
+bool movements_merge(const MovePlan& plan) {
+    const size_t pairs = std::min<size_t>(plan.movements_count(), 9);
+    for (size_t i = 1; i < pairs; i++) {
+        const MoveRun previous = plan.run_of(plan.movement(i - 1));
+        const MoveRun next = plan.run_of(plan.movement(i));
+        if (next.bytes == previous.bytes && next.bytes != 0 &&
+            next.input_offset == previous.input_offset + plan.input_sample_stride() &&
+            next.output_offset == previous.output_offset + plan.output_sample_stride()) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void copy_plan(const Arrays& arrays, const MovePlan& plan, bool merge) {
+    if (merge) {
+        copy_runs(arrays, plan);
+    } else {
+        copy_each_movement(arrays, plan);
+    }
+}
+
+// Whether no two movements write the same output sample (then they write
+// disjoint bytes and may be copied in any order, by any thread). Cheap when
+// the output samples increase (validate() saw it); otherwise one pass over
+// the movements with a bitmap of the output samples, when that bitmap is
+// small next to the copy; otherwise "no".
+bool outputs_disjoint(const MovePlan& plan, const MoveSummary& summary) {
+    if (summary.output_samples_increase) {
+        return true;
+    }
+    const uint64_t samples = plan.output_samples();
+    if (samples / 8 > summary.bytes / 64) {
+        return false;
+    }
+    std::vector<uint64_t> written(samples / 64 + 1, 0);
+    for (size_t i = 0; i < plan.movements_count(); i++) {
+        const uintptr_t sample = plan.movement(i).sample_out;
+        const uint64_t bit = uint64_t(1) << (sample % 64);
+        if ((written[sample / 64] & bit) != 0) {
+            return false;
+        }
+        written[sample / 64] |= bit;
+    }
+    return true;
+}
+
+// Many movements: blocks of consecutive movements, each copied like the
+// serial code does.
+void copy_in_movement_blocks(const Arrays& arrays, const MovePlan& plan, size_t threads, bool merge) {
+    const size_t count = plan.movements_count();
+    const size_t block = std::max(min_block_movements, (count + threads * blocks_per_thread - 1) /
+                                                           (threads * blocks_per_thread));
+    const size_t blocks = (count + block - 1) / block;
+    auto task = [&](size_t index) {
+        const size_t begin = index * block;
+        copy_plan(arrays, plan.slice(begin, std::min(begin + block, count)), merge);
+    };
+    run_tasks(blocks, threads, TaskBody(task));
+}
+
+// Copies bytes [begin, end) of `run`, counted row after row.
+void copy_part_of_run(const Arrays& arrays, const MoveRun& run, uint64_t begin, uint64_t end) {
+    uint64_t row = begin / run.bytes;
+    uint64_t offset = begin % run.bytes;
+    while (begin < end) {
+        const uint64_t bytes = std::min(run.bytes - offset, end - begin);
+        std::memcpy(arrays.output + run.output_offset + row * arrays.output_row_stride + offset,
+                    arrays.input + run.input_offset + row * arrays.input_row_stride + offset, bytes);
+        begin += bytes;
+        row++;
+        offset = 0;
+    }
+}
+
+// The runs' bytes end to end, cut into equal pieces for the threads (runs
+// that do not overlap).
+void copy_runs_in_byte_pieces(const Arrays& arrays, const std::vector<MoveRun>& runs, size_t threads) {
+    std::vector<uint64_t> starts;  // of each run in the bytes end to end
+    uint64_t total = 0;
+    for (const auto& run : runs) {
+        starts.push_back(total);
+        total += run.bytes * run.rows;
+    }
+    if (total == 0) {
+        return;
+    }
+    for_each_piece(total, cache_line, threads, [&](size_t begin, size_t end) {
+        // the last run starting at or before `begin`
+        size_t index = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
+        for (; index < runs.size() && starts[index] < end; index++) {
+            const MoveRun& run = runs[index];
+            const uint64_t run_end = starts[index] + run.bytes * run.rows;
+            const uint64_t from = std::max<uint64_t>(begin, starts[index]) - starts[index];
+            const uint64_t to = std::min<uint64_t>(end, run_end) - starts[index];
+            if (from < to) {
+                copy_part_of_run(arrays, run, from, to);
+            }
+        }
+    });
+}
+
+// Few movements with much to copy each (one large movement, a few hundred
+// long rows): their runs, cut into equal pieces.
+void copy_in_byte_pieces(const Arrays& arrays, const MovePlan& plan, size_t threads) {
+    std::vector<MoveRun> runs;
+    plan.for_each_run([&](const MoveRun& run) { runs.push_back(run); });
+    copy_runs_in_byte_pieces(arrays, runs, threads);
+}
+
+}  // namespace
+
+GatherSplit choose_split(const MovePlan& plan, const MoveSummary& summary, size_t threads) {
+    if (threads <= 1 || !outputs_disjoint(plan, summary)) {
+        return GatherSplit::serial;
+    }
+    if (plan.movements_count() >= threads * min_block_movements) {
+        return GatherSplit::movement_blocks;
+    }
+    return GatherSplit::byte_pieces;
+}
+
+void gather(void* output, const void* input, const MovePlan& plan) {
+    const size_t count = plan.movements_count();
+    if (count <= few_movements) {
+        // A handful of movements (one movement is a common call): the exact
+        // check of each, then a memcpy per row, without the passes and the
+        // set-up that pay off on longer lists.
+        for (size_t i = 0; i < count; i++) {
+            if (!plan.in_range(plan.movement(i))) {
+                (void)plan.validate();  // throws the error naming it
+            }
+        }
+        (void)threads_for(0);  // like every host operation: a bad thread count is an error
+        fault_injection::check("move_data");
+        copy_few_movements(arrays_of(output, input, plan), plan);
+        return;
+    }
+    // every movement is checked before the first write: the copy streams
+    const MoveSummary summary = plan.validate();
+    const size_t threads = threads_for(summary.bytes);
+    fault_injection::check("move_data");
+    const Arrays arrays = arrays_of(output, input, plan);
+    if (summary.one_run) {
+        // in-order movements: one copy, without looking at them again
+        const MoveRun run = plan.single_run();
+        if (run.bytes == 0) {
+            return;
+        }
+        if (threads <= 1) {
+            return copy_run(arrays, run);
+        }
+        return copy_runs_in_byte_pieces(arrays, {run}, threads);
+    }
+    const bool merge = movements_merge(plan);
+    switch (choose_split(plan, summary, threads)) {
+    case GatherSplit::serial: return copy_plan(arrays, plan, merge);
+    case GatherSplit::movement_blocks: return copy_in_movement_blocks(arrays, plan, threads, merge);
+    case GatherSplit::byte_pieces: return copy_in_byte_pieces(arrays, plan, threads);
+    }
+}
+
+}  // namespace mtsarray::detail::cpu
