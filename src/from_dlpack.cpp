@@ -1,3 +1,4 @@
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,28 @@ std::vector<int64_t> contiguous_strides(const std::vector<uintptr_t>& shape) {
         stride *= static_cast<uint64_t>(shape[axis]);
     }
     return strides;
+}
+
+/// Throws unless every byte offset of the view fits in int64_t, with room
+/// for one more stride per axis (so that the strided copies' products of
+/// strides, sizes and the element size can not overflow). Axes of one
+/// element are left out: DLPack lets their stride be anything.
+void check_strides_fit(const std::vector<uintptr_t>& shape, const int64_t* strides, size_t element_size) {
+    uint64_t span = 0;  // sum of |stride| * size, in bytes
+    bool fits = true;
+    for (size_t axis = 0; axis < shape.size() && fits; axis++) {
+        if (shape[axis] <= 1) {
+            continue;
+        }
+        const int64_t stride = strides[axis];
+        const uint64_t magnitude = stride < 0 ? uint64_t(0) - static_cast<uint64_t>(stride) : static_cast<uint64_t>(stride);
+        uint64_t extent = 0;
+        fits = !__builtin_mul_overflow(magnitude, static_cast<uint64_t>(shape[axis]), &extent) &&
+               !__builtin_mul_overflow(extent, static_cast<uint64_t>(element_size), &extent) &&
+               !__builtin_add_overflow(span, extent, &span) &&
+               span <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    }
+    MTSARRAY_EXPECTS(fits, "invalid DLPack tensor: its strides span more than 2^63 bytes");
 }
 
 bool is_c_contiguous(const std::vector<uintptr_t>& shape, const int64_t* strides) {
@@ -91,6 +114,9 @@ std::unique_ptr<Array> from_dlpack(DLManagedTensorVersioned* tensor) {
     }
 
     // read-only or strided: our own C-contiguous copy on the same device
+    if (source.strides != nullptr && count != 0) {
+        check_strides_fit(shape, source.strides, size);
+    }
     auto array = Array::allocate(source.dtype, shape, Stream::default_for(source.device));
     std::vector<int64_t> strides = source.strides == nullptr
                                        ? contiguous_strides(shape)

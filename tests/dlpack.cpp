@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -428,6 +429,38 @@ TEST_P(Import, NonContiguousIsCopiedAndReleasedAtOnce) {
     }
     EXPECT_TRUE(all_equal);
     EXPECT_EQ(deleted, 6);
+}
+
+// DLPack lets the stride of an axis of one element be anything; strides
+// whose byte offsets do not fit in int64_t describe no real memory and are
+// refused before anything is read (the fuzzer found a 2^63 - 1 stride on a
+// size-1 axis overflowing the byte strides of the CPU copy).
+TEST_P(Import, StridesOfSizeOneAxesAreIgnoredAndHugeSpansRefused) {
+    int deleted = 0;
+    const auto values = iota_doubles(6);
+    const int64_t huge = std::numeric_limits<int64_t>::max();
+    const int64_t most_negative = std::numeric_limits<int64_t>::min();
+
+    // a transposed 3x2 view with two size-1 axes carrying absurd strides
+    auto* odd = Producer::make(to_bytes(values), float64(), {1, 3, 1, 2}, {huge, 1, most_negative, 3}, &deleted);
+    auto array = import_ok(odd);
+    EXPECT_EQ(deleted, 1);
+    EXPECT_EQ(array.shape(), (std::vector<uintptr_t>{1, 3, 1, 2}));
+    EXPECT_EQ(from_bytes<double>(read_bytes(array)), (std::vector<double>{0, 3, 1, 4, 2, 5}));
+    // complex128: the widest element, the byte strides are 16x the strides
+    auto* wide = Producer::make(repeat(to_bytes(values), 2), make_dtype(kDLComplex, 128), {1, 3, 2}, {huge, 1, 3},
+                                &deleted);
+    array = import_ok(wide);
+    EXPECT_EQ(deleted, 2);
+
+    // an axis of two elements whose stride spans more than 2^63 bytes
+    auto* span = Producer::make(to_bytes(values), float64(), {2, 3}, {huge / 4, 1}, &deleted);
+    expect_rejected(span, &deleted, "invalid DLPack tensor: its strides span more than 2^63 bytes");
+    auto* negative = Producer::make(to_bytes(values), float64(), {2, 3}, {most_negative, 1}, &deleted);
+    expect_rejected(negative, &deleted, "invalid DLPack tensor: its strides span more than 2^63 bytes");
+    auto* many_axes = Producer::make(to_bytes(values), make_dtype(kDLInt, 8), {2, 2, 2},
+                                     {huge / 2, huge / 2, 1}, &deleted);
+    expect_rejected(many_axes, &deleted, "invalid DLPack tensor: its strides span more than 2^63 bytes");
 }
 
 TEST_P(Import, ReadOnlyIsCopied) {

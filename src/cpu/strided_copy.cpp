@@ -32,7 +32,10 @@ std::vector<Axis> simplify(const StridedView& source) {
     std::vector<Axis> reversed;
     int64_t destination_stride = element;
     for (size_t i = source.shape.size(); i-- > 0;) {
-        reversed.push_back({source.shape[i], source.strides[i] * element, destination_stride});
+        // an axis of one element is dropped below: its stride, which DLPack
+        // lets be anything, is never multiplied
+        const int64_t source_stride = source.shape[i] == 1 ? 0 : source.strides[i] * element;
+        reversed.push_back({source.shape[i], source_stride, destination_stride});
         destination_stride *= static_cast<int64_t>(source.shape[i]);
     }
     std::vector<Axis> axes;

@@ -136,7 +136,10 @@ inline StridedCopyPlan plan_strided_copy(const StridedView& source, const void* 
     std::vector<Axis> axes;
     axes.reserve(source.shape.size() + 1);
     for (size_t i = 0; i < source.shape.size(); i++) {
-        axes.push_back(Axis{source.shape[i], source.strides[i] * static_cast<int64_t>(units_per_element)});
+        // an axis of one element is dropped when merging: its stride, which
+        // DLPack lets be anything, is never multiplied
+        const int64_t stride = source.shape[i] == 1 ? 0 : source.strides[i] * static_cast<int64_t>(units_per_element);
+        axes.push_back(Axis{source.shape[i], stride});
     }
     axes.push_back(Axis{units_per_element, 1});
 
