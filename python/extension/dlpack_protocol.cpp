@@ -19,30 +19,25 @@ constexpr const char* used_legacy_name = "used_dltensor";
 // The capsule destructors run when the capsule dies, possibly while an
 // exception is being raised: they keep the error indicator as they found it.
 // A renamed ("used_") capsule belongs to its consumer and is left alone.
-void release_versioned_capsule(PyObject* capsule) {
-    if (!PyCapsule_IsValid(capsule, versioned_name)) {
+template <typename Tensor> void release_capsule(PyObject* capsule, const char* name) {
+    if (!PyCapsule_IsValid(capsule, name)) {
         return;
     }
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
-    auto* tensor = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, versioned_name));
+    auto* tensor = static_cast<Tensor*>(PyCapsule_GetPointer(capsule, name));
     if (tensor != nullptr && tensor->deleter != nullptr) {
         tensor->deleter(tensor);
     }
     PyErr_Restore(type, value, traceback);
 }
 
+void release_versioned_capsule(PyObject* capsule) {
+    release_capsule<DLManagedTensorVersioned>(capsule, versioned_name);
+}
+
 void release_legacy_capsule(PyObject* capsule) {
-    if (!PyCapsule_IsValid(capsule, legacy_name)) {
-        return;
-    }
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    auto* tensor = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, legacy_name));
-    if (tensor != nullptr && tensor->deleter != nullptr) {
-        tensor->deleter(tensor);
-    }
-    PyErr_Restore(type, value, traceback);
+    release_capsule<DLManagedTensor>(capsule, legacy_name);
 }
 
 // One of our versioned exports seen through the pre-1.0 struct.
