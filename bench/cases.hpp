@@ -24,6 +24,12 @@ std::vector<Case> cpu_cases(const Options& options);
 /// movement (gpu_planning_cases.cpp). Runs on every machine.
 std::vector<Case> gpu_planning_cases(const Options& options);
 
+struct MovePattern;
+/// Entries of the table the GPU backend builds for `pattern` on elements of
+/// `element_size` bytes, by the backend's own planning code (its size, and
+/// whether it travels in the kernel parameters, as the backend decides).
+size_t planned_table_entries(const MovePattern& pattern, size_t element_size);
+
 /// CUDA cases (cuda_cases.cpp, built only when mtsarray has the CUDA
 /// backend). Returns no case, after printing why, when no GPU can be used.
 std::vector<Case> cuda_cases(const Options& options);

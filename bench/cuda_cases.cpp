@@ -34,7 +34,6 @@
 #include <cuda_runtime.h>
 
 #include "gpu/move_data_table.hpp"
-#include "move_plan.hpp"
 
 #include "cases.hpp"
 #include "cuda_baselines.hpp"
@@ -329,26 +328,6 @@ GpuMoveCase shared_range_case(size_t count, bool scattered) {
     return c;
 }
 
-/// The number of entries of the table mtsarray's backend builds for `c`,
-/// computed by the library's own planning code: whether the table travels
-/// inline (in the kernel parameters) or is uploaded, and how many bytes.
-size_t table_entries(const GpuMoveCase& c, size_t element_size) {
-    using mtsarray::detail::gpu::MoveTableEntry;
-    struct HostTable {
-        std::vector<MoveTableEntry> entries;
-        MoveTableEntry* data() { return entries.data(); }
-        size_t capacity() const { return entries.size(); }
-        void grow(size_t at_least) { entries.resize(std::max(at_least, 2 * entries.size())); }
-    } table{std::vector<MoveTableEntry>(std::max<size_t>(1, c.movements.size()))};
-    const mtsarray::detail::MovePlan plan(c.output_shape, c.input_shape, element_size, c.movements.data(),
-                                          c.movements.size());
-    mtsarray::detail::gpu::MoveTableSummary summary;
-    if (!mtsarray::detail::gpu::build_move_table(plan, table, summary)) {
-        throw std::runtime_error("cuda move_data " + c.name + ": the planning refused a movement");
-    }
-    return summary.entries;
-}
-
 /// The contiguous pieces a user's copies would move: one per (movement,
 /// component) row, or one per movement when rows are whole on both sides.
 struct Segment {
@@ -438,7 +417,7 @@ std::string versus(double baseline, double mtsarray) {
 template <typename T> Row run_move_data(const Options& options, const GpuMoveCase& c) {
     auto& t = timing();
     const auto segments = segments_of(c, sizeof(T));
-    const size_t entries = table_entries(c, sizeof(T));
+    const size_t entries = planned_table_entries(c, sizeof(T));
     const bool device_table = entries > mtsarray::detail::gpu::inline_move_table_capacity;
     const size_t table_bytes = device_table ? entries * sizeof(mtsarray::detail::gpu::MoveTableEntry) : 0;
     size_t payload = 0;

@@ -105,24 +105,31 @@ size_t floor_pass(const PlanningCase& c, MoveTableEntry* entries) {
     return invalid;
 }
 
+/// The plan of `c`'s movements on arrays of its shapes (float64 unless said).
+MovePlan plan_of(const PlanningCase& c, size_t element_size = ELEMENT_SIZE) {
+    return MovePlan(c.output_shape, c.input_shape, element_size, c.movements.data(), c.movements.size());
+}
+
+/// What the GPU backend does on the host for `plan`: the table into `table`.
+void build(const PlanningCase& c, const MovePlan& plan, ReusedTable& table, MoveTableSummary& summary) {
+    if (!build_move_table(plan, table, summary)) {
+        throw std::runtime_error("gpu planning " + c.name + ": a movement was refused");
+    }
+}
+
 Row run_planning(const Options& options, const PlanningCase& c) {
     const size_t count = c.movements.size();
     ReusedTable table(count);
     MoveTableSummary summary;
-    auto plan_once = [&] {
-        const MovePlan plan(c.output_shape, c.input_shape, ELEMENT_SIZE, c.movements.data(), count);
-        if (!build_move_table(plan, table, summary)) {
-            throw std::runtime_error("gpu planning " + c.name + ": a movement was refused");
-        }
-        clobber(table.data());
-    };
     {
-        const MovePlan plan(c.output_shape, c.input_shape, ELEMENT_SIZE, c.movements.data(), count);
-        if (!build_move_table(plan, table, summary)) {
-            throw std::runtime_error("gpu planning " + c.name + ": a movement was refused");
-        }
+        const MovePlan plan = plan_of(c);
+        build(c, plan, table, summary);
         check_table(c, plan, table.data(), summary);
     }
+    auto plan_once = [&] {
+        build(c, plan_of(c), table, summary);
+        clobber(table.data());
+    };
     std::vector<MoveTableEntry> floor_entries(count);
     auto seconds = measure(options, {
         wall_clock(plan_once),
@@ -157,6 +164,13 @@ Row run_planning(const Options& options, const PlanningCase& c) {
 }
 
 }  // namespace
+
+size_t planned_table_entries(const MovePattern& pattern, size_t element_size) {
+    ReusedTable table(std::max<size_t>(1, pattern.movements.size()));
+    MoveTableSummary summary;
+    build(pattern, plan_of(pattern, element_size), table, summary);
+    return summary.entries;
+}
 
 std::vector<Case> gpu_planning_cases(const Options& options) {
     const std::vector<size_t> counts = options.smoke()   ? std::vector<size_t>{1000}
