@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #endif
 
+#include "cpu/cpu_features.hpp"
 #include "cpu/parallel_split.hpp"
 #include "fault_injection.hpp"
 
@@ -157,11 +158,6 @@ template <size_t Bytes>
             copy_run(arrays, MoveRun{input_offset, output_offset, bytes, rows});
         }
     }
-}
-
-bool cpu_has_avx2() noexcept {
-    static const bool has = __builtin_cpu_supports("avx2");
-    return has;
 }
 #endif
 

@@ -11,6 +11,12 @@ namespace mtsarray::detail::cpu {
 /// strips of the latter, read along the source's rows and written one full
 /// cache line of the destination at a time. The strips (and the outer axes)
 /// are what the threads share out.
-void strided_copy(void* destination, const StridedView& source, size_t threads);
+///
+/// `instructions`: `best` uses what the CPU running it has (AVX2 transposes
+/// where there is AVX2); `baseline` keeps to what the library is compiled
+/// for, so that the tests check both kernels on one machine.
+enum class InstructionSet { baseline, best };
+void strided_copy(void* destination, const StridedView& source, size_t threads,
+                  InstructionSet instructions = InstructionSet::best);
 
 }  // namespace mtsarray::detail::cpu

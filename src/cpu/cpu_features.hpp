@@ -1,0 +1,18 @@
+#pragma once
+// What the CPU running the library can do, for the kernels that have a
+// faster variant than the baseline x86-64 build the library is compiled for
+// (AVX2 copies and transposes, chosen at run time).
+
+namespace mtsarray::detail::cpu {
+
+/// Whether the CPU has AVX2 (false off x86-64 or without GCC/Clang builtins).
+inline bool cpu_has_avx2() noexcept {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    static const bool has = __builtin_cpu_supports("avx2");
+    return has;
+#else
+    return false;
+#endif
+}
+
+}  // namespace mtsarray::detail::cpu
