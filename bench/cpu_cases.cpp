@@ -667,11 +667,14 @@ std::vector<Case> cpu_cases(const Options& options) {
     for (const auto& shape : matrices) {
         cases.push_back(make_case("swap_axes", "f64 " + join_shape(shape), [options, shape] { return run_swap_axes<double>(options, shape, 0, 1); }));
     }
-    // swap_axes on one thread: the transpose kernel alone
+    // swap_axes on one thread: the transpose kernels alone, float64 and
+    // float32, and a power of two (rows that share cache sets)
     if (!smoke) {
-        for (const std::vector<uintptr_t>& shape : {std::vector<uintptr_t>{1000, 1000}}) {
+        for (const std::vector<uintptr_t>& shape : {std::vector<uintptr_t>{1000, 1000}, std::vector<uintptr_t>{1024, 1024}}) {
             cases.push_back(make_case("swap_axes", "f64 " + join_shape(shape) + " [1 thread]",
                                       [options, shape] { return run_swap_axes<double>(options, shape, 0, 1, 1); }));
+            cases.push_back(make_case("swap_axes", "f32 " + join_shape(shape) + " [1 thread]",
+                                      [options, shape] { return run_swap_axes<float>(options, shape, 0, 1, 1); }));
         }
         const std::vector<uintptr_t> small_matrices = {20833, 3, 16};
         cases.push_back(make_case("swap_axes", "f64 20833x3x16 [1 thread]",
