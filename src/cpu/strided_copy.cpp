@@ -201,6 +201,30 @@ void copy_strip(const Transpose& t, const Blocks8&, unsigned char* destination, 
     }
 }
 
+// What the 8-row kernels below leave to plain copies: the columns after the
+// last whole 4-column block, and the rows after the last whole 8.
+template <size_t Bytes>
+void copy_outside_blocks(const Transpose& t, unsigned char* to, const unsigned char* from, uintptr_t width) {
+    const int64_t row = t.inner.source_stride;
+    const int64_t column = t.other.destination_stride;
+    const uintptr_t block_rows = t.inner.size / 8 * 8;
+    const uintptr_t block_columns = width / 4 * 4;
+    auto copy_element = [&](uintptr_t i, uintptr_t o) {
+        std::memcpy(to + static_cast<int64_t>(o) * column + i * Bytes, from + static_cast<int64_t>(i) * row + o * Bytes,
+                    Bytes);
+    };
+    for (uintptr_t i = 0; i < block_rows; i++) {
+        for (uintptr_t o = block_columns; o < width; o++) {
+            copy_element(i, o);
+        }
+    }
+    for (uintptr_t i = block_rows; i < t.inner.size; i++) {
+        for (uintptr_t o = 0; o < width; o++) {
+            copy_element(i, o);
+        }
+    }
+}
+
 // 4x4 floats: 4 rows read 16 bytes each, written as 4 columns.
 inline void transpose_4x4_floats(const unsigned char* source, int64_t row, unsigned char* destination,
                                  int64_t column) {
@@ -226,28 +250,15 @@ void copy_strip(const Transpose& t, const Blocks4&, unsigned char* destination, 
     const unsigned char* from = source + begin * 4;
     unsigned char* to = destination + static_cast<int64_t>(begin) * column;
     const uintptr_t width = end - begin;
-    const uintptr_t rows = t.inner.size;
-    uintptr_t i = 0;
-    for (; i + 8 <= rows; i += 8) {
+    for (uintptr_t i = 0; i + 8 <= t.inner.size; i += 8) {
         const unsigned char* r = from + static_cast<int64_t>(i) * row;
         unsigned char* out = to + i * 4;
-        uintptr_t o = 0;
-        for (; o + 4 <= width; o += 4) {
+        for (uintptr_t o = 0; o + 4 <= width; o += 4) {
             transpose_4x4_floats(r + o * 4, row, out + static_cast<int64_t>(o) * column, column);
             transpose_4x4_floats(r + 4 * row + o * 4, row, out + static_cast<int64_t>(o) * column + 16, column);
         }
-        for (; o < width; o++) {
-            for (int k = 0; k < 8; k++) {
-                std::memcpy(out + static_cast<int64_t>(o) * column + k * 4, r + k * row + o * 4, 4);
-            }
-        }
     }
-    for (; i < rows; i++) {
-        const unsigned char* r = from + static_cast<int64_t>(i) * row;
-        for (uintptr_t o = 0; o < width; o++) {
-            std::memcpy(to + static_cast<int64_t>(o) * column + i * 4, r + o * 4, 4);
-        }
-    }
+    copy_outside_blocks<4>(t, to, from, width);
 }
 #endif
 
@@ -291,28 +302,15 @@ struct Blocks8Avx2 {};
     const unsigned char* from = source + begin * 8;
     unsigned char* to = destination + static_cast<int64_t>(begin) * column;
     const uintptr_t width = end - begin;
-    const uintptr_t rows = t.inner.size;
-    uintptr_t i = 0;
-    for (; i + 8 <= rows; i += 8) {
+    for (uintptr_t i = 0; i + 8 <= t.inner.size; i += 8) {
         const unsigned char* r = from + static_cast<int64_t>(i) * row;
         unsigned char* out = to + i * 8;
-        uintptr_t o = 0;
-        for (; o + 4 <= width; o += 4) {
+        for (uintptr_t o = 0; o + 4 <= width; o += 4) {
             transpose_4x4(r + o * 8, row, out + static_cast<int64_t>(o) * column, column);
             transpose_4x4(r + 4 * row + o * 8, row, out + static_cast<int64_t>(o) * column + 32, column);
         }
-        for (; o < width; o++) {
-            for (int k = 0; k < 8; k++) {
-                std::memcpy(out + static_cast<int64_t>(o) * column + k * 8, r + k * row + o * 8, 8);
-            }
-        }
     }
-    for (; i < rows; i++) {
-        const unsigned char* r = from + static_cast<int64_t>(i) * row;
-        for (uintptr_t o = 0; o < width; o++) {
-            std::memcpy(to + static_cast<int64_t>(o) * column + i * 8, r + o * 8, 8);
-        }
-    }
+    copy_outside_blocks<8>(t, to, from, width);
 }
 
 #endif
