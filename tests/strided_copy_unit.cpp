@@ -173,10 +173,12 @@ TEST(StridedCopy, MatchesAPlainLoopOnRandomLayouts) {
 }
 
 TEST(StridedCopy, TransposesLargeMatricesOfEveryElementSize) {
-    // every tail of the 8-row, 4-column and 128-column tiles, and a power of
-    // two (the sizes whose rows share cache sets)
+    // every tail of the 8-row, 4-column, 16x16 and 1 KiB-strip tiles, and
+    // rows a multiple of 2 KiB apart in the source or in the destination
+    // (the sizes whose rows share cache sets, with a kernel of their own)
     std::mt19937_64 rng(7);
-    const std::vector<std::vector<uintptr_t>> shapes = {{1000, 1000}, {1024, 512}, {517, 301}, {9, 1003}, {1003, 9}};
+    const std::vector<std::vector<uintptr_t>> shapes = {{1000, 1000}, {1024, 512}, {1036, 512}, {512, 1036},
+                                                        {517, 301},   {9, 1003},   {1003, 9}};
     for (size_t element_size : {1, 2, 4, 8, 16}) {
         for (const auto& shape : shapes) {
             const auto source = make_source(rng, shape, {1, 0}, {false, false}, element_size, 0);
