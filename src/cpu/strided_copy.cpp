@@ -243,8 +243,7 @@ inline void transpose_4x4_floats(const unsigned char* source, int64_t row, unsig
 
 // 8 source rows per step (two 4x4 blocks above each other), so that each
 // destination row gets 32 bytes per step: 1.4x the 4-row kernel on a
-// 1000x1000 float32 transpose, 2x on power-of-two sizes (1024x1024,
-// 4096x512), whose rows share cache sets.
+// 1000x1000 float32 transpose (power-of-two shapes take Tiles4 below).
 void copy_strip(const Transpose& t, const Blocks4&, unsigned char* destination, const unsigned char* source,
                 uintptr_t begin, uintptr_t end) {
     const int64_t row = t.inner.source_stride;
