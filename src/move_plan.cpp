@@ -63,82 +63,138 @@ void MovePlan::reject(const std::vector<uintptr_t>& output_shape, const std::vec
 namespace {
 
 // Two 64-bit lanes (GCC and Clang vector extensions: SSE2 on x86-64, NEON
-// on AArch64, plain code elsewhere): a movement's (sample_in, sample_out)
-// and (properties_start_in, properties_start_out) are each one load.
+// on AArch64, plain code elsewhere): a movement's (sample_in, sample_out),
+// (properties_start_in, properties_start_out) and (properties_start_out,
+// properties_length) are each one load.
 typedef uint64_t Lanes __attribute__((vector_size(16)));
 
-inline Lanes load_lanes(const uintptr_t* first) noexcept {
-    static_assert(sizeof(uintptr_t) == sizeof(uint64_t), "movement fields are 64-bit");
+static_assert(sizeof(uintptr_t) == sizeof(uint64_t), "movement fields are 64-bit");
+static_assert(offsetof(mts_data_movement_t, sample_out) == offsetof(mts_data_movement_t, sample_in) + 8 &&
+                  offsetof(mts_data_movement_t, properties_start_in) ==
+                      offsetof(mts_data_movement_t, sample_out) + 8 &&
+                  offsetof(mts_data_movement_t, properties_start_out) ==
+                      offsetof(mts_data_movement_t, properties_start_in) + 8 &&
+                  offsetof(mts_data_movement_t, properties_length) ==
+                      offsetof(mts_data_movement_t, properties_start_out) + 8,
+              "a movement is its five fields in this order");
+
+[[gnu::always_inline]] inline Lanes load_lanes(const uintptr_t* first) noexcept {
     Lanes lanes;
     std::memcpy(&lanes, first, sizeof(lanes));
     return lanes;
 }
 
-}  // namespace
+constexpr uint64_t top_bits = uint64_t(3) << 62;
 
-MoveSummary MovePlan::validate() const {
-    // One pass without a branch per movement. With every field and limit
-    // below 2^62, `limit - value` has its two top bits set exactly when
-    // value > limit, and clear otherwise: or-ing the differences (and the
-    // fields themselves, so that larger ones flag too) into one word flags
-    // any movement out of range. The sample limits are samples - 1, so an
-    // empty sample axis flags as well. That is conservative: a flagged list
-    // gets the exact check, which names the first bad movement or finds
-    // that all are valid after all (huge but valid fields). Both sides of a
-    // movement are checked at once, in two lanes. This loop is most of the
-    // cost of each movement of a small call.
-    static_assert(offsetof(mts_data_movement_t, sample_out) == offsetof(mts_data_movement_t, sample_in) + 8 &&
-                      offsetof(mts_data_movement_t, properties_start_out) ==
-                          offsetof(mts_data_movement_t, properties_start_in) + 8,
-                  "the in and out fields of a movement are neighbours");
-    constexpr uint64_t top_bits = uint64_t(3) << 62;
-    const Lanes last_samples = {samples_in_ - 1, samples_out_ - 1};
-    const Lanes properties = {properties_in_, properties_out_};
-    Lanes flags = (last_samples | properties) & top_bits;
-    const mts_data_movement_t* movement = movements_;
-    const mts_data_movement_t* const end = movements_ + movements_count_;
-    if (movement == end) {
-        return {0, true, false};
-    }
-    // sample_out - (previous sample_out + 1), or-ed: 0 when every output
-    // sample follows the one before, top bit set when one did not increase
-    uint64_t out_of_order = 0;
-    uint64_t next_sample_out = movement->sample_out;
-    uint64_t elements = 0;
-    for (; movement != end; movement++) {
+// What a pass over movements sees, in two lanes (in, out):
+//  - flags: with every field and limit below 2^62, `limit - value` has its
+//    two top bits set exactly when value > limit, and clear otherwise:
+//    or-ing the differences (and the fields themselves, so that larger ones
+//    flag too) flags any movement out of range. The sample limits are
+//    samples - 1, so that an empty sample axis flags as well. Conservative:
+//    a flagged list gets the exact check, which names the first bad
+//    movement or finds that all are valid after all (huge but valid
+//    fields). Both sides of a movement are checked at once.
+//  - breaks: samples - (previous samples + 1) on both sides, zero when each
+//    movement's samples follow the previous one's, with its top bits set
+//    (fields below 2^62) when one went back; while it is zero, or-ed with
+//    the ranges xor the first movement's too (below 2^62 as well). Zero at
+//    the end: the movements are one run (in-order gathers into a new array
+//    mostly are). The top bits of the output lane: an output sample did not
+//    increase.
+//  - lengths: lane 1 adds up properties_length.
+struct Lanes3 {
+    Lanes flags;
+    Lanes breaks;
+    Lanes lengths;
+};
+
+// Movements compared with the first one's ranges at a time: a list that is
+// not one run (scattered samples) mostly shows it in its first block, and
+// the rest of it takes the loop without the comparison.
+constexpr size_t run_check_block = 256;
+
+// The loop over [begin, end), without a branch per movement: most of the
+// cost of each movement of a small call. `Ranges`: compare the ranges with
+// `first`'s.
+template <bool Ranges>
+[[gnu::always_inline]] inline void scan_block(const mts_data_movement_t* begin, const mts_data_movement_t* end,
+                                              const mts_data_movement_t* first, Lanes last_samples,
+                                              Lanes properties, Lanes& flags, Lanes& breaks, Lanes& lengths,
+                                              Lanes& next_samples) {
+    const Lanes ones = {1, 1};
+    const Lanes first_starts = load_lanes(&first->properties_start_in);
+    const Lanes first_tail = load_lanes(&first->properties_start_out);  // start_out, length
+    for (const mts_data_movement_t* movement = begin; movement != end; movement++) {
         const Lanes samples = load_lanes(&movement->sample_in);
         const Lanes starts = load_lanes(&movement->properties_start_in);
-        const uint64_t length = movement->properties_length;
-        const Lanes lengths = {length, length};
-        flags |= (last_samples - samples) | (properties - (starts + lengths)) | samples | starts | lengths;
-        out_of_order |= movement->sample_out - next_sample_out;
-        next_sample_out = movement->sample_out + 1;
-        elements += length;
+        const Lanes tail = load_lanes(&movement->properties_start_out);
+        const Lanes length = __builtin_shufflevector(tail, tail, 1, 1);
+        flags |= (last_samples - samples) | (properties - (starts + length)) | samples | starts | tail;
+        breaks |= samples - next_samples;
+        if (Ranges) {
+            breaks |= (starts ^ first_starts) | (tail ^ first_tail);
+        }
+        lengths += tail;
+        next_samples = samples + ones;
     }
-    const bool flagged = ((flags[0] | flags[1]) & top_bits) != 0;
+}
+
+}  // namespace
+
+MoveScan MovePlan::scan_part(size_t begin, size_t end) const noexcept {
+    const mts_data_movement_t* const first = movements_;
+    const Lanes last_samples = {samples_in_ - 1, samples_out_ - 1};
+    const Lanes properties = {properties_in_, properties_out_};
+    // locals, not a result's fields (which may live in memory)
+    Lanes flags = (last_samples | properties) & top_bits;
+    Lanes breaks = {0, 0};
+    Lanes lengths = {0, 0};
+    // what a pass from the first movement would expect here
+    Lanes next_samples = load_lanes(&first[begin == 0 ? 0 : begin - 1].sample_in);
+    if (begin != 0) {
+        next_samples += Lanes{1, 1};
+    }
+    const mts_data_movement_t* movement = first + begin;
+    const mts_data_movement_t* const stop = first + end;
+    while (movement != stop && (breaks[0] | breaks[1]) == 0) {
+        const auto* block_end = static_cast<size_t>(stop - movement) > run_check_block ? movement + run_check_block
+                                                                                       : stop;
+        scan_block<true>(movement, block_end, first, last_samples, properties, flags, breaks, lengths,
+                         next_samples);
+        movement = block_end;
+    }
+    scan_block<false>(movement, stop, first, last_samples, properties, flags, breaks, lengths, next_samples);
+    return {flags[0] | flags[1], breaks[0] | breaks[1], breaks[1], lengths[1]};
+}
+
+MoveSummary MovePlan::summarize(const MoveScan* parts, size_t count) const {
+    MoveScan all = {0, 0, 0, 0};
+    for (size_t i = 0; i < count; i++) {
+        all.out_of_range |= parts[i].out_of_range;
+        all.not_one_run |= parts[i].not_one_run;
+        all.out_of_order |= parts[i].out_of_order;
+        all.elements += parts[i].elements;
+    }
+    if (movements_count_ == 0) {
+        return {0, true, false};
+    }
+    const bool flagged = (all.out_of_range & top_bits) != 0;
     if (flagged) {
         check_exactly();
     }
     // a flagged list was valid only with huge fields: no claim is made
-    const bool increasing = !flagged && (out_of_order >> 63) == 0;
-    // consecutive output samples (gathers into a new array mostly have
-    // them): one run if the input side and the ranges follow too, which a
-    // second pass checks, stopping at the first break
-    const bool one_run = !flagged && out_of_order == 0 && continues_on_input();
-    return {elements * components_ * element_size_, increasing, one_run};
+    const bool increasing = !flagged && (all.out_of_order & top_bits) == 0;
+    const bool one_run = !flagged && all.not_one_run == 0;
+    return {all.elements * components_ * element_size_, increasing, one_run};
 }
 
-bool MovePlan::continues_on_input() const noexcept {
-    const mts_data_movement_t& first = movements_[0];
-    for (size_t i = 1; i < movements_count_; i++) {
-        const mts_data_movement_t& movement = movements_[i];
-        if (movement.sample_in != first.sample_in + i || movement.properties_start_in != first.properties_start_in ||
-            movement.properties_start_out != first.properties_start_out ||
-            movement.properties_length != first.properties_length) {
-            return false;
-        }
+MoveSummary MovePlan::validate() const {
+    if (movements_count_ == 0) {
+        return {0, true, false};
     }
-    return true;
+    const MoveScan all = scan_part(0, movements_count_);
+    return summarize(&all, 1);
 }
 
 void MovePlan::check_exactly() const {

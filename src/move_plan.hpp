@@ -46,8 +46,17 @@ struct MoveSummary {
     bool output_samples_increase;
     /// There is at least one movement, and each one continues the one before
     /// (next input and output sample, same property ranges): the plan is a
-    /// single run, `first_run()`.
+    /// single run, `single_run()`.
     bool one_run;
+};
+
+/// What validate()'s pass over some of the movements saw (the top bits of
+/// each word flag; move_plan.cpp says how).
+struct MoveScan {
+    uint64_t out_of_range;  // a movement may be out of range: the exact check decides
+    uint64_t not_one_run;   // zero: the movements continue the first one, all of them
+    uint64_t out_of_order;  // top bits: an output sample did not increase
+    uint64_t elements;      // properties_length, added up
 };
 
 /// A plan borrows the caller's movements: it lives inside one move_data call.
@@ -88,6 +97,13 @@ public:
     /// Checks every movement against both shapes; throws Error naming the
     /// first bad one (its index and field).
     MoveSummary validate() const;
+
+    /// validate() in parts, which may run at the same time (long lists on
+    /// a thread pool): scan_part() for consecutive [begin, end) ranges
+    /// covering the movements, in any order, then summarize() their scans
+    /// (throws validate()'s error). `begin < end <= movements_count()`.
+    MoveScan scan_part(size_t begin, size_t end) const noexcept;
+    MoveSummary summarize(const MoveScan* parts, size_t count) const;
 
     /// The plan of movements [begin, end) only (same arrays, same checks);
     /// `end <= movements_count()`.
@@ -167,11 +183,6 @@ public:
 private:
     template <bool Check, typename Visit>
     bool iterate_runs(Visit& visit) const;
-
-    /// Whether movement i reads input sample (first's + i) with the first
-    /// movement's ranges, for every i (output samples are checked by
-    /// validate()).
-    bool continues_on_input() const noexcept;
 
     /// validate()'s slow path: throws the error naming the first movement
     /// out of range, if there is one.

@@ -3,10 +3,12 @@
 // check) against a plain reference on random and edge-case movements, the
 // order it reports, and how gather() splits plans.
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -43,6 +45,27 @@ uintptr_t edge_value(std::mt19937_64& rng, uintptr_t limit) {
     return limit == 0 ? 0 : std::uniform_int_distribution<uintptr_t>(0, limit - 1)(rng);
 }
 
+// validate() as the thread pool runs it: scan_part() over random
+// consecutive parts, scanned in reverse order, then summarize().
+MoveSummary validate_in_parts(const MovePlan& plan, std::mt19937_64& rng) {
+    const size_t count = plan.movements_count();
+    if (count == 0) {
+        return plan.summarize(nullptr, 0);
+    }
+    std::vector<size_t> cuts = {0, count};
+    const size_t extra = std::uniform_int_distribution<size_t>(0, std::min<size_t>(count - 1, 6))(rng);
+    for (size_t i = 0; i < extra; i++) {
+        cuts.push_back(std::uniform_int_distribution<size_t>(1, count - 1)(rng));
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    std::vector<mtsarray::detail::MoveScan> parts(cuts.size() - 1);
+    for (size_t i = parts.size(); i-- > 0;) {
+        parts[i] = plan.scan_part(cuts[i], cuts[i + 1]);
+    }
+    return plan.summarize(parts.data(), parts.size());
+}
+
 }  // namespace
 
 TEST(MovePlanValidation, AgreesWithAPlainCheckOnRandomMovements) {
@@ -71,8 +94,20 @@ TEST(MovePlanValidation, AgreesWithAPlainCheckOnRandomMovements) {
         }
         const MovePlan plan({limits.samples_out, 2, limits.properties_out}, {limits.samples_in, 2, limits.properties_in},
                             8, movements.data(), movements.size());
+        // in parts: the same error, or the same summary
+        std::string parts_error;
+        MoveSummary in_parts = {};
+        try {
+            in_parts = validate_in_parts(plan, rng);
+        } catch (const mtsarray::detail::Error& error) {
+            parts_error = error.what();
+        }
         try {
             const MoveSummary summary = plan.validate();
+            ASSERT_EQ(parts_error, "") << "trial " << trial;
+            EXPECT_EQ(in_parts.bytes, summary.bytes);
+            EXPECT_EQ(in_parts.output_samples_increase, summary.output_samples_increase);
+            EXPECT_EQ(in_parts.one_run, summary.one_run);
             ASSERT_EQ(first_bad, count) << "accepted a bad movement (trial " << trial << ")";
             accepted++;
             bool increasing = true;
@@ -100,6 +135,7 @@ TEST(MovePlanValidation, AgreesWithAPlainCheckOnRandomMovements) {
                 }
             }
         } catch (const mtsarray::detail::Error& error) {
+            EXPECT_EQ(parts_error, error.what()) << "trial " << trial;
             ASSERT_NE(first_bad, count) << "rejected valid movements: " << error.what();
             EXPECT_NE(std::string(error.what()).find("movement " + std::to_string(first_bad) + ":"), std::string::npos)
                 << error.what();
@@ -151,6 +187,65 @@ TEST(MovePlanValidation, SeesASingleRun) {
     }
     const MovePlan empty({6, 2, 4}, {8, 2, 3}, 8, nullptr, 0);
     EXPECT_FALSE(empty.validate().one_run);
+}
+
+// validate() compares the ranges block by block while the list may still
+// be one run: long runs, with one field broken anywhere (first block, a
+// block boundary, far in), and orders that go back after a break.
+TEST(MovePlanValidation, SeesRunsAndOrderInLongLists) {
+    std::mt19937_64 rng(7);
+    const uintptr_t samples = 3000;
+    const std::vector<uintptr_t> input_shape = {samples, 3, 40};
+    const std::vector<uintptr_t> output_shape = {samples, 3, 50};
+    for (size_t trial = 0; trial < 600; trial++) {
+        const size_t count = std::uniform_int_distribution<size_t>(1, 1200)(rng);
+        const uintptr_t first_in = std::uniform_int_distribution<uintptr_t>(0, samples - count)(rng);
+        const uintptr_t first_out = std::uniform_int_distribution<uintptr_t>(0, samples - count)(rng);
+        const uintptr_t start_in = std::uniform_int_distribution<uintptr_t>(0, 20)(rng);
+        const uintptr_t start_out = std::uniform_int_distribution<uintptr_t>(0, 30)(rng);
+        const uintptr_t length = std::uniform_int_distribution<uintptr_t>(0, 20)(rng);
+        std::vector<mts_data_movement_t> movements(count);
+        for (size_t i = 0; i < count; i++) {
+            movements[i] = {first_in + i, first_out + i, start_in, start_out, length};
+        }
+        // 0: untouched; 1-5: one field of one movement changed (staying in range)
+        const int change = std::uniform_int_distribution<int>(0, 5)(rng);
+        const size_t pick = std::uniform_int_distribution<size_t>(0, 3)(rng);
+        const size_t at = pick == 0 ? count - 1 : pick == 1 ? std::min<size_t>(count - 1, 256) :
+                                                  std::uniform_int_distribution<size_t>(0, count - 1)(rng);
+        auto& m = movements[at];
+        switch (change) {
+        case 1: m.sample_in = (m.sample_in + 7) % samples; break;
+        case 2: m.sample_out = m.sample_out >= 2 ? m.sample_out - 2 : m.sample_out + 2; break;
+        case 3: m.properties_start_in = m.properties_start_in == 0 ? 1 : m.properties_start_in - 1; break;
+        case 4: m.properties_start_out = m.properties_start_out == 0 ? 1 : m.properties_start_out - 1; break;
+        case 5: m.properties_length = m.properties_length == 0 ? 1 : m.properties_length - 1; break;
+        default: break;
+        }
+        bool one_run = true;
+        bool increasing = true;
+        uint64_t elements = 0;
+        for (size_t i = 0; i < count; i++) {
+            const auto& previous = movements[i == 0 ? 0 : i - 1];
+            const auto& current = movements[i];
+            elements += current.properties_length;
+            if (i == 0) {
+                continue;
+            }
+            increasing = increasing && current.sample_out > previous.sample_out;
+            one_run = one_run && current.sample_in == previous.sample_in + 1 &&
+                      current.sample_out == previous.sample_out + 1 &&
+                      current.properties_start_in == movements[0].properties_start_in &&
+                      current.properties_start_out == movements[0].properties_start_out &&
+                      current.properties_length == movements[0].properties_length;
+        }
+        const MovePlan plan(output_shape, input_shape, 4, movements.data(), count);
+        for (const MoveSummary& summary : {plan.validate(), validate_in_parts(plan, rng)}) {
+            ASSERT_EQ(summary.one_run, one_run) << "trial " << trial << ", change " << change << " at " << at;
+            ASSERT_EQ(summary.output_samples_increase, increasing) << "trial " << trial << ", change " << change;
+            ASSERT_EQ(summary.bytes, elements * 3 * 4) << "trial " << trial;
+        }
+    }
 }
 
 TEST(GatherSplit, SplitsOnlyWhatCanNotOverlap) {
