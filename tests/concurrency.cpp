@@ -438,6 +438,12 @@ TEST_P(Concurrency, EverySplitOnThePool) {
         scattered.push_back({(s * 97) % 4096, (s * 89) % 4096, 8, 0, 88});
     }
     check_move(scattered, "movement blocks");
+    std::vector<mts_data_movement_t> long_list;  // from 4096 movements: checked in parts on the pool
+    for (uintptr_t k = 0; k < 3 * 4096; k++) {
+        const uintptr_t third = k / 4096;  // each output sample three times, a third of its row each time
+        long_list.push_back({(k * 97) % 4096, (k * 89) % 4096, 32 * (2 - third), 32 * third, 32});
+    }
+    check_move(long_list, "a long list");
     {
         // few movements of 512 rows each (2.3 MiB in all): byte pieces
         const std::vector<uintptr_t> blocks = {8, 512, 96};

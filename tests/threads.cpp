@@ -284,25 +284,38 @@ TEST(HostThreads, MoveDataOnMisalignedMemory) {
 }
 
 TEST(HostThreads, MoveDataErrorsComeFirstWithAnyThreadCount) {
-    // the last movement is bad: nothing may be written, however the copy
-    // would have been split
-    const std::vector<uintptr_t> shape = {4000, 64};
-    std::mt19937_64 rng(5);
-    const auto bytes = random_bytes(rng, product(shape) * 8);
-    auto input = array_from_bytes(cpu, float64(), shape, bytes);
-    auto output = array_from_bytes(cpu, float64(), shape, bytes);
-    const auto before = read_bytes(output);
-    std::vector<mts_data_movement_t> movements;
-    for (uintptr_t s = 0; s < 4000; s++) {
-        movements.push_back({3999 - s, s, 0, 0, 64});
-    }
-    movements.back().sample_in = 4000;
-    for (int32_t threads : thread_counts) {
-        ThreadCount count(threads);
-        const auto& out = output.get();
-        EXPECT_EQ(out.move_data(out.ptr, input.get().ptr, movements.data(), movements.size()), MTS_CALLBACK_ERROR);
-        EXPECT_NE(last_error().find("movement 3999: sample_in = 4000"), std::string::npos) << last_error();
-        EXPECT_EQ(read_bytes(output), before);
+    // one bad movement (first, in the middle, last): nothing may be written,
+    // however the check (from 4096 movements: in parts on the pool) and the
+    // copy would have been split, and the error names the first bad one
+    for (const uintptr_t samples : {uintptr_t(4000), uintptr_t(10000)}) {
+        const std::vector<uintptr_t> shape = {samples, 16};
+        std::mt19937_64 rng(5);
+        const auto bytes = random_bytes(rng, product(shape) * 8);
+        auto input = array_from_bytes(cpu, float64(), shape, bytes);
+        auto output = array_from_bytes(cpu, float64(), shape, bytes);
+        const auto before = read_bytes(output);
+        for (const uintptr_t bad : {uintptr_t(0), samples / 2 + 1, samples - 1}) {
+            for (const bool in_order : {false, true}) {
+                std::vector<mts_data_movement_t> movements;
+                for (uintptr_t s = 0; s < samples; s++) {
+                    movements.push_back({in_order ? s : samples - 1 - s, s, 0, 0, 16});
+                }
+                movements[bad].sample_in = samples;
+                movements.back().properties_length = 17;  // a second bad movement (or the same one)
+                const std::string expected =
+                    "movement " + std::to_string(bad) + ": sample_in = " + std::to_string(samples);
+                for (int32_t threads : thread_counts) {
+                    SCOPED_TRACE("samples " + std::to_string(samples) + ", bad " + std::to_string(bad) + ", threads " +
+                                 std::to_string(threads) + (in_order ? ", in order" : ", reversed"));
+                    ThreadCount count(threads);
+                    const auto& out = output.get();
+                    EXPECT_EQ(out.move_data(out.ptr, input.get().ptr, movements.data(), movements.size()),
+                              MTS_CALLBACK_ERROR);
+                    EXPECT_NE(last_error().find(expected), std::string::npos) << last_error();
+                    EXPECT_EQ(read_bytes(output), before);
+                }
+            }
+        }
     }
 }
 
