@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "backend_registry.hpp"
+#include "device.hpp"
 #include "fault_injection.hpp"
 
 namespace mtsarray::detail {
@@ -35,10 +36,10 @@ std::shared_ptr<Buffer> Buffer::external(void* data, size_t bytes, DLDevice devi
 }
 
 Buffer::Buffer(Key, void* data, size_t bytes, Stream stream, std::shared_ptr<const Allocator> allocator)
-    : data_(data), bytes_(bytes), device_(stream.device()), allocator_(std::move(allocator)),
-      release_stream_(stream) {}
+    : data_(data), bytes_(bytes), device_(stream.device()), host_memory_(is_host_accessible(device_.device_type)),
+      allocator_(std::move(allocator)), release_stream_(stream) {}
 
-void Buffer::set_release_stream(const Stream& stream) {
+void Buffer::set_device_release_stream(const Stream& stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     release_stream_ = stream;
 }
@@ -130,6 +131,11 @@ struct GiveBack {
 
 Buffer::~Buffer() {
     // no lock: the last holder is gone, nobody else can reach this buffer
+    if (allocator_ != nullptr && release_stream_.is_none() && uses_.empty()) {
+        // host memory (the common case): nothing to wait for
+        allocator_->deallocate(release_stream_, data_, bytes_);
+        return;
+    }
     GiveBack give_back{data_, bytes_, std::move(allocator_), std::move(release_), release_stream_, std::move(uses_)};
     if (release_stream_.is_none()) {
         give_back();

@@ -62,7 +62,12 @@ public:
 
     /// The stream on which the memory is freed; follows the owning array's
     /// work stream so that the free is ordered after the last work on it.
-    void set_release_stream(const Stream& stream);
+    /// Host memory has no streams: nothing to follow (and no lock taken).
+    void set_release_stream(const Stream& stream) {
+        if (!host_memory_) {
+            set_device_release_stream(stream);
+        }
+    }
 
     /// Work queued on `stream` so far uses this memory: the free waits for
     /// it. No-op for the release stream itself and for host streams. Called
@@ -81,10 +86,12 @@ public:
 
 private:
     void record_device_use(const Stream& stream);
+    void set_device_release_stream(const Stream& stream);
 
     void* data_;
     size_t bytes_;
     DLDevice device_;
+    bool host_memory_;  // host-accessible: its only stream is "none"
     std::shared_ptr<const Allocator> allocator_;  // nullptr: external memory
     std::function<void()> release_;               // external memory: how to give it back
 

@@ -74,7 +74,7 @@ std::string dtype_name(DLDataType dtype) {
     return text;
 }
 
-void check_dtype(DLDataType dtype) {
+void check_any_dtype(DLDataType dtype) {
     if (code_name(dtype.code) == nullptr || dtype.code == kDLOpaqueHandle) {
         throw Error("unsupported dtype " + dtype_name(dtype) +
                     ": mtsarray stores int, uint, float, bfloat, complex, bool and float8 data");
