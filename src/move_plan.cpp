@@ -103,11 +103,7 @@ constexpr uint64_t top_bits = uint64_t(3) << 62;
 //    mostly are). The top bits of the output lane: an output sample did not
 //    increase.
 //  - lengths: lane 1 adds up properties_length.
-struct Lanes3 {
-    Lanes flags;
-    Lanes breaks;
-    Lanes lengths;
-};
+// scan_block() below is that pass, scan_part() its driver.
 
 // Movements compared with the first one's ranges at a time: a list that is
 // not one run (scattered samples) mostly shows it in its first block, and
