@@ -110,6 +110,18 @@ constexpr uint64_t top_bits = uint64_t(3) << 62;
 // the rest of it takes the loop without the comparison.
 constexpr size_t run_check_block = 256;
 
+// The flags of one movement: (samples, starts, tail) are its three loads.
+[[gnu::always_inline]] inline Lanes range_flags(Lanes samples, Lanes starts, Lanes tail, Lanes last_samples,
+                                                Lanes properties) noexcept {
+    const Lanes length = __builtin_shufflevector(tail, tail, 1, 1);
+    return (last_samples - samples) | (properties - (starts + length)) | samples | starts | tail;
+}
+[[gnu::always_inline]] inline Lanes range_flags(const mts_data_movement_t* movement, Lanes last_samples,
+                                                Lanes properties) noexcept {
+    return range_flags(load_lanes(&movement->sample_in), load_lanes(&movement->properties_start_in),
+                       load_lanes(&movement->properties_start_out), last_samples, properties);
+}
+
 // The loop over [begin, end), without a branch per movement: most of the
 // cost of each movement of a small call. `Ranges`: compare the ranges with
 // `first`'s.
@@ -125,8 +137,7 @@ template <bool Ranges>
         const Lanes samples = load_lanes(&movement->sample_in);
         const Lanes starts = load_lanes(&movement->properties_start_in);
         const Lanes tail = load_lanes(&movement->properties_start_out);
-        const Lanes length = __builtin_shufflevector(tail, tail, 1, 1);
-        flags |= (last_samples - samples) | (properties - (starts + length)) | samples | starts | tail;
+        flags |= range_flags(samples, starts, tail, last_samples, properties);
         breaks |= samples - next_samples;
         if (Ranges) {
             breaks |= (starts ^ first_starts) | (tail ^ first_tail);
@@ -162,6 +173,16 @@ MoveScan MovePlan::scan_part(size_t begin, size_t end) const noexcept {
     }
     scan_block<false>(movement, stop, first, last_samples, properties, flags, breaks, lengths, next_samples);
     return {flags[0] | flags[1], breaks[0] | breaks[1], breaks[1], lengths[1]};
+}
+
+bool MovePlan::may_be_out_of_range(const mts_data_movement_t* begin, const mts_data_movement_t* end) const noexcept {
+    const Lanes last_samples = {samples_in_ - 1, samples_out_ - 1};
+    const Lanes properties = {properties_in_, properties_out_};
+    Lanes flags = (last_samples | properties) & top_bits;
+    for (const mts_data_movement_t* movement = begin; movement != end; movement++) {
+        flags |= range_flags(movement, last_samples, properties);
+    }
+    return ((flags[0] | flags[1]) & top_bits) != 0;
 }
 
 MoveSummary MovePlan::summarize(const MoveScan* parts, size_t count) const {

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include <metatensor.h>
@@ -48,6 +49,26 @@ struct MoveSummary {
     /// (next input and output sample, same property ranges): the plan is a
     /// single run, `single_run()`.
     bool one_run;
+};
+
+/// The sizes a movement must fit in: samples and properties of the input and
+/// the output. A value, so that a loop over the movements can keep it in
+/// registers (a member read through the plan is reloaded after every store
+/// the loop makes, which the compiler cannot prove does not alias it).
+struct MoveBounds {
+    uintptr_t samples_in;
+    uintptr_t samples_out;
+    uintptr_t properties_in;
+    uintptr_t properties_out;
+
+    /// The exact check of one movement (no overflow for any field value).
+    bool contain(const mts_data_movement_t& movement) const noexcept {
+        return (movement.sample_in < samples_in) & (movement.sample_out < samples_out) &
+               (movement.properties_start_in <= properties_in) &
+               (movement.properties_length <= properties_in - movement.properties_start_in) &
+               (movement.properties_start_out <= properties_out) &
+               (movement.properties_length <= properties_out - movement.properties_start_out);
+    }
 };
 
 /// What validate()'s pass over some of the movements saw (the top bits of
@@ -116,13 +137,8 @@ public:
 
     /// The exact check of one movement, without building a message
     /// (validate() names the bad one).
-    bool in_range(const mts_data_movement_t& movement) const noexcept {
-        return (movement.sample_in < samples_in_) & (movement.sample_out < samples_out_) &
-               (movement.properties_start_in <= properties_in_) &
-               (movement.properties_length <= properties_in_ - movement.properties_start_in) &
-               (movement.properties_start_out <= properties_out_) &
-               (movement.properties_length <= properties_out_ - movement.properties_start_out);
-    }
+    bool in_range(const mts_data_movement_t& movement) const noexcept { return bounds().contain(movement); }
+    MoveBounds bounds() const noexcept { return {samples_in_, samples_out_, properties_in_, properties_out_}; }
 
     /// Movement `index` and its run before coalescing.
     const mts_data_movement_t& movement(size_t index) const noexcept { return movements_[index]; }
@@ -155,7 +171,7 @@ public:
     /// Calls `visit(const MoveRun&)` for every coalesced run, in order,
     /// without storing them. The movements must have been validated.
     template <typename Visit>
-    void for_each_run(Visit&& visit) const {
+    [[gnu::always_inline]] void for_each_run(Visit&& visit) const {
         (void)iterate_runs</*check=*/false>(visit);
     }
 
@@ -163,7 +179,7 @@ public:
     /// the first invalid one (after visiting the runs before it), true when
     /// all were valid. Call `validate()` for the error to report.
     template <typename Visit>
-    bool for_each_valid_run(Visit&& visit) const {
+    [[gnu::always_inline]] bool for_each_valid_run(Visit&& visit) const {
         return iterate_runs</*check=*/true>(visit);
     }
 
@@ -181,8 +197,18 @@ public:
     bool trivially_empty() const noexcept { return movements_count_ == 0 || components_ == 0; }
 
 private:
+    // Inlined into its caller, where `visit` is a local: the visitor's
+    // fields then stay in registers through the loop (the table writer of
+    // the GPU backends keeps its count and sums there).
     template <bool Check, typename Visit>
-    bool iterate_runs(Visit& visit) const;
+    [[gnu::always_inline]] inline bool iterate_runs(Visit& visit) const;
+
+    /// Movements iterate_runs<true> screens at a time.
+    static constexpr size_t check_block = 128;
+    /// validate()'s conservative test on [begin, end): false when every
+    /// movement is surely in range, true when one may not be (the exact
+    /// check decides).
+    bool may_be_out_of_range(const mts_data_movement_t* begin, const mts_data_movement_t* end) const noexcept;
 
     /// validate()'s slow path: throws the error naming the first movement
     /// out of range, if there is one.
@@ -209,12 +235,13 @@ private:
 };
 
 template <bool Check, typename Visit>
-bool MovePlan::iterate_runs(Visit& visit) const {
+inline bool MovePlan::iterate_runs(Visit& visit) const {
+    const MoveBounds bounds = this->bounds();
     if (components_ == 0) {
         // no row to copy; the movements still have to be valid
         if (Check) {
             for (size_t i = 0; i < movements_count_; i++) {
-                if (!in_range(movements_[i])) {
+                if (!bounds.contain(movements_[i])) {
                     return false;
                 }
             }
@@ -228,13 +255,13 @@ bool MovePlan::iterate_runs(Visit& visit) const {
     const uint64_t output_sample = output_sample_stride_;
     const uint64_t element = element_size_;
     const uint64_t rows = components_;
-    const uint64_t input_row = input_row_stride_;
-    const uint64_t output_row = output_row_stride_;
     const mts_data_movement_t* movement = movements_;
     const mts_data_movement_t* const end = movements_ + movements_count_;
+    // whole rows on both sides (a run copies at least one byte per row):
+    // the run is one contiguous block
+    const uint64_t whole_rows = input_row_stride_ == output_row_stride_ ? input_row_stride_ : 0;
     auto collapse = [&](MoveRun run) {
-        // whole rows on both sides: the run is one contiguous block
-        if (run.bytes == input_row && run.bytes == output_row) {
+        if (run.bytes == whole_rows) {
             run.bytes *= run.rows;
             run.rows = 1;
         }
@@ -246,7 +273,7 @@ bool MovePlan::iterate_runs(Visit& visit) const {
         if (movement == end) {
             return true;
         }
-        if (Check && !in_range(*movement)) {
+        if (Check && !bounds.contain(*movement)) {
             return false;
         }
         if (movement->properties_length != 0) {
@@ -260,24 +287,51 @@ bool MovePlan::iterate_runs(Visit& visit) const {
     // there, as wide, extends it
     uint64_t input_end = run.input_offset + input_sample;
     uint64_t output_end = run.output_offset + output_sample;
-    for (movement++; movement != end; movement++) {
-        if (Check && !in_range(*movement)) {
-            return false;
+    // The rest, when checking, in blocks: a quick pass first asks, without a
+    // branch per movement, whether any movement of the block may be out of
+    // range (out of line, on vector registers); only a flagged block is
+    // checked movement by movement, which stops at the first bad one. Either
+    // way no run is visited before every movement before the bad one is
+    // checked, and the block is still in L1 for the second pass.
+    auto extend = [&](const mts_data_movement_t* from, const mts_data_movement_t* to, auto check) {
+        for (; from != to; from++) {
+            if (decltype(check)::value && !bounds.contain(*from)) {
+                return false;
+            }
+            const uint64_t bytes = from->properties_length * element;
+            if (bytes == 0) {
+                continue;
+            }
+            const uint64_t input_offset = from->sample_in * input_sample + from->properties_start_in * element;
+            const uint64_t output_offset = from->sample_out * output_sample + from->properties_start_out * element;
+            if (input_offset == input_end && output_offset == output_end && bytes == run.bytes) {
+                run.rows += rows;
+            } else {
+                visit(collapse(run));
+                run = {input_offset, output_offset, bytes, rows};
+            }
+            input_end = input_offset + input_sample;
+            output_end = output_offset + output_sample;
         }
-        const uint64_t bytes = movement->properties_length * element;
-        if (bytes == 0) {
-            continue;
-        }
-        const uint64_t input_offset = movement->sample_in * input_sample + movement->properties_start_in * element;
-        const uint64_t output_offset = movement->sample_out * output_sample + movement->properties_start_out * element;
-        if (input_offset == input_end && output_offset == output_end && bytes == run.bytes) {
-            run.rows += rows;
+        return true;
+    };
+    using checked = std::integral_constant<bool, true>;
+    using unchecked = std::integral_constant<bool, false>;
+    movement++;
+    if (!Check) {
+        extend(movement, end, unchecked());
+    }
+    while (Check && movement != end) {
+        const mts_data_movement_t* const block_end =
+            static_cast<size_t>(end - movement) > check_block ? movement + check_block : end;
+        if (may_be_out_of_range(movement, block_end)) {
+            if (!extend(movement, block_end, checked())) {
+                return false;
+            }
         } else {
-            visit(collapse(run));
-            run = {input_offset, output_offset, bytes, rows};
+            extend(movement, block_end, unchecked());
         }
-        input_end = input_offset + input_sample;
-        output_end = output_offset + output_sample;
+        movement = block_end;
     }
     visit(collapse(run));
     return true;

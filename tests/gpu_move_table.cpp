@@ -312,3 +312,159 @@ TEST(GpuMoveTable, LargeScatteredPlan) {
     const Layout layout = {{3000, 3, 17}, {5000, 3, 33}, 8};
     check_plan(layout, random_movements(rng, layout, 3000, false), rng);
 }
+
+namespace {
+
+/// The runs a visitor sees, in order.
+std::vector<MoveRun> runs_of(const MovePlan& plan) {
+    std::vector<MoveRun> runs;
+    plan.for_each_run([&](const MoveRun& run) { runs.push_back(run); });
+    return runs;
+}
+
+bool same_runs(const std::vector<MoveRun>& a, const std::vector<MoveRun>& b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const MoveRun& x, const MoveRun& y) {
+               return x.input_offset == y.input_offset && x.output_offset == y.output_offset &&
+                      x.bytes == y.bytes && x.rows == y.rows;
+           });
+}
+
+/// Movements that coalesce in places: runs of 1-3 consecutive samples with
+/// the same ranges, the runs themselves scattered.
+std::vector<mts_data_movement_t> runs_of_samples(std::mt19937_64& rng, uintptr_t samples, uintptr_t properties,
+                                                 size_t count) {
+    std::vector<mts_data_movement_t> movements;
+    while (movements.size() < count) {
+        const uintptr_t length = rng() % (properties + 1);
+        const uintptr_t start_in = rng() % (properties - length + 1);
+        const uintptr_t start_out = rng() % (properties - length + 1);
+        const uintptr_t first_in = rng() % (samples - 3);
+        const uintptr_t first_out = rng() % (samples - 3);
+        for (uintptr_t k = 0, n = 1 + rng() % 3; k < n && movements.size() < count; k++) {
+            movements.push_back({first_in + k, first_out + k, start_in, start_out, length});
+        }
+    }
+    return movements;
+}
+
+}  // namespace
+
+// build_move_table screens the movements a block at a time and checks a
+// flagged block movement by movement: on long lists, a bad movement anywhere
+// (first block, either side of a block boundary, the end) must stop it
+// after exactly the runs before the bad movement's, and a good list must
+// give the very runs of the unchecked pass.
+TEST(GpuMoveTable, LongListsStopAtTheFirstBadMovement) {
+    std::mt19937_64 rng(17);
+    const uintptr_t samples = 500, properties = 24;
+    const std::vector<uintptr_t> shape = {samples, 2, properties};
+    const size_t count = 1000;
+    for (int round = 0; round < 40; round++) {
+        const auto good = runs_of_samples(rng, samples, properties, count);
+        const MovePlan good_plan(shape, shape, 4, good.data(), good.size());
+        std::vector<MoveRun> visited;
+        ASSERT_TRUE(good_plan.for_each_valid_run([&](const MoveRun& run) { visited.push_back(run); }));
+        ASSERT_TRUE(same_runs(visited, runs_of(good_plan))) << "round " << round;
+
+        const size_t places[] = {0, 1, 127, 128, 129, 255, 256, 640, count - 1, rng() % count};
+        for (size_t bad : places) {
+            for (int field = 0; field < 5; field++) {
+                auto movements = good;
+                auto& m = movements[bad];
+                switch (field) {
+                case 0: m.sample_in = samples; break;
+                case 1: m.sample_out = samples + rng() % 3; break;
+                case 2: m.properties_start_in = properties - m.properties_length + 1; break;
+                case 3: m.properties_start_out = uintptr_t(-1); break;
+                default: m.properties_length = properties + 1; break;
+                }
+                SCOPED_TRACE(::testing::Message() << "round " << round << ", bad movement " << bad << ", field "
+                                                  << field);
+                const MovePlan plan(shape, shape, 4, movements.data(), movements.size());
+                std::vector<MoveRun> seen;
+                EXPECT_FALSE(plan.for_each_valid_run([&](const MoveRun& run) { seen.push_back(run); }));
+                // the runs of the movements before the bad one, but the last
+                // (which the bad movement may have extended)
+                auto before = runs_of(plan.slice(0, bad));
+                if (!before.empty()) {
+                    before.pop_back();
+                }
+                EXPECT_TRUE(same_runs(seen, before)) << seen.size() << " runs visited, " << before.size()
+                                                     << " expected";
+                VectorStorage storage(8);
+                MoveTableSummary summary;
+                EXPECT_FALSE(build_move_table(plan, storage, summary));
+                EXPECT_THROW(plan.validate(), Error);
+            }
+        }
+    }
+}
+
+// The quick screen flags fields of 2^62 and more even when they are in
+// range: such a block takes the exact check, and visits the same runs.
+// (Their offsets are past what a table entry holds: the GPU backends refuse
+// such arrays before they build the table.)
+TEST(GpuMoveTable, HugeButValidFieldsTakeTheExactCheck) {
+    const uintptr_t huge = uintptr_t(1) << 62;
+    const std::vector<uintptr_t> input_shape = {huge + 1000, 1};
+    const std::vector<uintptr_t> output_shape = {1000, 1};
+    std::vector<mts_data_movement_t> movements;
+    for (uintptr_t i = 0; i < 1000; i++) {
+        // every third movement reads a huge sample, in every block
+        movements.push_back({(i % 3 == 0) ? huge + i : i, 999 - i, 0, 0, 1});
+    }
+    const MovePlan plan(output_shape, input_shape, 1, movements.data(), movements.size());
+    std::vector<MoveRun> visited;
+    ASSERT_TRUE(plan.for_each_valid_run([&](const MoveRun& run) { visited.push_back(run); }));
+    EXPECT_TRUE(same_runs(visited, runs_of(plan)));
+    EXPECT_EQ(visited.size(), 1000u);
+    VectorStorage storage(8);
+    MoveTableSummary summary;
+    EXPECT_TRUE(build_move_table(plan, storage, summary));
+    EXPECT_EQ(summary.entries, 1000u);
+
+    // one past the last sample, in the middle: out of range, found by the
+    // exact check after the runs before it
+    movements[500].sample_in = huge + 1000;
+    const MovePlan bad(output_shape, input_shape, 1, movements.data(), movements.size());
+    visited.clear();
+    EXPECT_FALSE(bad.for_each_valid_run([&](const MoveRun& run) { visited.push_back(run); }));
+    EXPECT_EQ(visited.size(), 499u);
+    EXPECT_FALSE(build_move_table(bad, storage, summary));
+}
+
+// Long random plans: the table against the runs of the unchecked pass, and
+// the summary against sums over those runs, with a storage that starts
+// small and grows.
+TEST(GpuMoveTable, LongPlansGiveTheRunsAndTheirSummary) {
+    std::mt19937_64 rng(23);
+    for (int round = 0; round < 30; round++) {
+        const uintptr_t samples = 300 + rng() % 700, properties = 1 + rng() % 64;
+        const size_t element = size_t(1) << (rng() % 4);
+        const std::vector<uintptr_t> shape = {samples, 1 + rng() % 3, properties};
+        const auto movements = runs_of_samples(rng, samples, properties, 100 + rng() % 3000);
+        const MovePlan plan(shape, shape, element, movements.data(), movements.size());
+        VectorStorage storage(8);
+        MoveTableSummary summary;
+        ASSERT_TRUE(build_move_table(plan, storage, summary));
+        const auto runs = runs_of(plan);
+        ASSERT_EQ(summary.entries, runs.size()) << "round " << round;  // runs are below 16 KiB here
+        uint64_t total = 0, bits = 0;
+        bool several_rows = false;
+        for (size_t i = 0; i < runs.size(); i++) {
+            const auto& entry = storage.data()[i];
+            ASSERT_EQ(entry_input_offset(entry), runs[i].input_offset);
+            ASSERT_EQ(entry_output_offset(entry), runs[i].output_offset);
+            ASSERT_EQ(entry_row_bytes(entry), runs[i].bytes);
+            ASSERT_EQ(entry_rows(entry), runs[i].rows);
+            total += runs[i].bytes * runs[i].rows;
+            bits |= runs[i].input_offset | runs[i].output_offset | runs[i].bytes;
+            several_rows |= runs[i].rows > 1;
+        }
+        if (several_rows) {
+            bits |= plan.input_row_stride() | plan.output_row_stride();
+        }
+        EXPECT_EQ(summary.total_bytes, total);
+        EXPECT_EQ(summary.alignment_bits, bits);
+    }
+}

@@ -115,77 +115,96 @@ inline unsigned team_log2_for(const MoveTableSummary& summary, size_t width) {
 
 namespace move_table_detail {
 
-// Keeps everything it updates per run in its own members (the object is a
-// local of build_move_table, so they live in registers) and only writes the
-// caller's summary at the end: a store into the table could otherwise alias
-// the summary and cost a reload and a store of each field per run.
+// Where the next entry goes: the next free entry of the table and the end
+// of its memory.
+struct TableCursor {
+    MoveTableEntry* next;
+    MoveTableEntry* limit;
+};
+
+// Out of the hot path, and out of line so that the hot path stays small
+// enough to inline into the loop over the movements: a run of more than
+// max_entry_bytes, or a full table. Takes and returns the cursor by value,
+// so that the writer's address never escapes and its fields can live in
+// registers, and the run as four values (a MoveRun argument would be
+// written to the stack for every run, before the test that picks this
+// path).
+template <class Storage>
+[[gnu::noinline, gnu::cold]] TableCursor add_slowly(Storage& storage, TableCursor cursor, uint64_t input_offset,
+                                                   uint64_t output_offset, uint64_t run_bytes, uint64_t run_rows,
+                                                   uint64_t input_stride, uint64_t output_stride) {
+    const MoveRun run = {input_offset, output_offset, run_bytes, run_rows};
+    auto add = [&](uint64_t input_offset, uint64_t output_offset, uint64_t row_bytes, uint64_t rows) {
+        if (cursor.next == cursor.limit) {
+            const size_t size = static_cast<size_t>(cursor.next - storage.data());
+            storage.grow(size + 1);
+            cursor = {storage.data() + size, storage.data() + storage.capacity()};
+        }
+        *cursor.next++ = pack_entry(input_offset, output_offset, row_bytes, rows);
+    };
+    if (run.bytes * run.rows <= max_entry_bytes) {
+        add(run.input_offset, run.output_offset, run.bytes, run.rows);
+    } else if (run.bytes <= max_entry_bytes) {
+        // short rows: groups of whole rows
+        const uint64_t rows_per_entry = max_entry_bytes / run.bytes;
+        for (uint64_t row = 0; row < run.rows; row += rows_per_entry) {
+            const uint64_t rows = run.rows - row < rows_per_entry ? run.rows - row : rows_per_entry;
+            add(run.input_offset + row * input_stride, run.output_offset + row * output_stride, run.bytes, rows);
+        }
+    } else {
+        // long rows: pieces of one row each
+        for (uint64_t row = 0; row < run.rows; row++) {
+            for (uint64_t start = 0; start < run.bytes; start += max_entry_bytes) {
+                const uint64_t bytes = run.bytes - start < max_entry_bytes ? run.bytes - start : max_entry_bytes;
+                add(run.input_offset + row * input_stride + start, run.output_offset + row * output_stride + start,
+                    bytes, 1);
+            }
+        }
+    }
+    return cursor;
+}
+
+// The visitor of the runs. Everything it updates per run is in its own
+// fields, and its address never leaves the inlined loop (the slow path takes
+// the cursor by value), so that they all live in registers; the caller's
+// summary is written once, at the end: a store into the table could
+// otherwise alias the summary and cost a reload and a store of each field
+// per run.
 template <class Storage> class Writer {
 public:
     Writer(Storage& storage, uint64_t input_stride, uint64_t output_stride)
         : storage_(storage), input_stride_(input_stride), output_stride_(output_stride),
-          multi_row_bits_(input_stride | output_stride), entries_(storage.data()), capacity_(storage.capacity()) {}
+          multi_row_bits_(input_stride | output_stride),
+          cursor_{storage.data(), storage.data() + storage.capacity()} {}
 
-    void operator()(const MoveRun& run) {
+    [[gnu::always_inline]] void operator()(const MoveRun& run) {
         const uint64_t bytes = run.bytes * run.rows;
         total_bytes_ += bytes;
-        alignment_bits_ |= run.input_offset | run.output_offset | run.bytes | (run.rows > 1 ? multi_row_bits_ : 0);
-        if (bytes <= max_entry_bytes && size_ < capacity_) {
-            entries_[size_++] = pack_entry(run.input_offset, run.output_offset, run.bytes, run.rows);
+        alignment_bits_ |= run.input_offset | run.output_offset | run.bytes;
+        several_rows_ |= run.rows - 1;
+        if (bytes <= max_entry_bytes && cursor_.next != cursor_.limit) {
+            *cursor_.next++ = pack_entry(run.input_offset, run.output_offset, run.bytes, run.rows);
         } else {
-            add_slowly(run);
+            cursor_ = add_slowly(storage_, cursor_, run.input_offset, run.output_offset, run.bytes, run.rows,
+                                 input_stride_, output_stride_);
         }
     }
 
     void finish(MoveTableSummary& summary) const {
-        summary.entries = size_;
+        summary.entries = static_cast<uint64_t>(cursor_.next - storage_.data());
         summary.total_bytes = total_bytes_;
-        summary.alignment_bits = alignment_bits_;
+        summary.alignment_bits = alignment_bits_ | (several_rows_ != 0 ? multi_row_bits_ : 0);
     }
 
 private:
-    // Out of the hot path: a full table, or a run of more than
-    // max_entry_bytes.
-    void add_slowly(const MoveRun& run) {
-        if (run.bytes * run.rows <= max_entry_bytes) {
-            add(run.input_offset, run.output_offset, run.bytes, run.rows);
-        } else if (run.bytes <= max_entry_bytes) {
-            // short rows: groups of whole rows
-            const uint64_t rows_per_entry = max_entry_bytes / run.bytes;
-            for (uint64_t row = 0; row < run.rows; row += rows_per_entry) {
-                const uint64_t rows = run.rows - row < rows_per_entry ? run.rows - row : rows_per_entry;
-                add(run.input_offset + row * input_stride_, run.output_offset + row * output_stride_, run.bytes,
-                    rows);
-            }
-        } else {
-            // long rows: pieces of one row each
-            for (uint64_t row = 0; row < run.rows; row++) {
-                for (uint64_t start = 0; start < run.bytes; start += max_entry_bytes) {
-                    const uint64_t bytes = run.bytes - start < max_entry_bytes ? run.bytes - start : max_entry_bytes;
-                    add(run.input_offset + row * input_stride_ + start,
-                        run.output_offset + row * output_stride_ + start, bytes, 1);
-                }
-            }
-        }
-    }
-
-    void add(uint64_t input_offset, uint64_t output_offset, uint64_t row_bytes, uint64_t rows) {
-        if (size_ == capacity_) {
-            storage_.grow(capacity_ + 1);
-            entries_ = storage_.data();
-            capacity_ = storage_.capacity();
-        }
-        entries_[size_++] = pack_entry(input_offset, output_offset, row_bytes, rows);
-    }
-
     Storage& storage_;
     uint64_t input_stride_;
     uint64_t output_stride_;
     uint64_t multi_row_bits_;
-    MoveTableEntry* entries_;
-    size_t capacity_;
-    size_t size_ = 0;
+    TableCursor cursor_;
     uint64_t total_bytes_ = 0;
     uint64_t alignment_bits_ = 0;
+    uint64_t several_rows_ = 0;  // not zero: an entry has several rows, whose strides count too
 };
 
 }  // namespace move_table_detail
