@@ -248,9 +248,9 @@ inline bool MovePlan::iterate_runs(Visit& visit) const {
         }
         return true;
     }
-    // Locals: `visit` is opaque to the compiler, which would otherwise load
-    // every field again after each call. This loop is the cost of each
-    // movement of in-order copies.
+    // Locals: the visitor's stores (table entries, copies) could alias the
+    // plan, and the compiler would load every field again after each one.
+    // This loop is the cost of each movement of in-order copies.
     const uint64_t input_sample = input_sample_stride_;
     const uint64_t output_sample = output_sample_stride_;
     const uint64_t element = element_size_;
@@ -318,20 +318,21 @@ inline bool MovePlan::iterate_runs(Visit& visit) const {
     using checked = std::integral_constant<bool, true>;
     using unchecked = std::integral_constant<bool, false>;
     movement++;
-    if (!Check) {
+    if constexpr (!Check) {
         extend(movement, end, unchecked());
-    }
-    while (Check && movement != end) {
-        const mts_data_movement_t* const block_end =
-            static_cast<size_t>(end - movement) > check_block ? movement + check_block : end;
-        if (may_be_out_of_range(movement, block_end)) {
-            if (!extend(movement, block_end, checked())) {
-                return false;
+    } else {
+        while (movement != end) {
+            const mts_data_movement_t* const block_end =
+                static_cast<size_t>(end - movement) > check_block ? movement + check_block : end;
+            if (may_be_out_of_range(movement, block_end)) {
+                if (!extend(movement, block_end, checked())) {
+                    return false;
+                }
+            } else {
+                extend(movement, block_end, unchecked());
             }
-        } else {
-            extend(movement, block_end, unchecked());
+            movement = block_end;
         }
-        movement = block_end;
     }
     visit(collapse(run));
     return true;
