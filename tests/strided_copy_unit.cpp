@@ -1,6 +1,7 @@
 // cpu::strided_copy (swap_axes, and DLPack imports of strided tensors)
 // against a plain loop over every element, with the baseline kernels and
-// with the ones the CPU running the tests has (AVX2 where there is AVX2):
+// with the ones the CPU running the tests has (AVX2 and AVX-512 where there
+// are):
 // random shapes and axis orders, reversed axes, every element size, tails
 // of every tile, unaligned pointers, several threads, empty arrays and 0-d
 // scalars.
@@ -15,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cpu/cpu_features.hpp"
 #include "cpu/strided_copy.hpp"
 
 namespace cpu = mtsarray::detail::cpu;
@@ -196,6 +198,39 @@ TEST(StridedCopy, SwapsTheSmallAxesOfManySamples) {
         const auto source = make_source(rng, {20001, 16, 3}, {0, 2, 1}, {false, false, false}, element_size, 0);
         SCOPED_TRACE(describe(source.view));
         expect_every_kernel_matches(source, {1, 4}, 0);
+    }
+}
+
+TEST(StridedCopy, TransposesStacksOfPowerOfTwoMatricesWithTheAvx512Tiles) {
+    // 4-byte elements whose rows are a multiple of 2 KiB apart take 16x16
+    // tiles (AVX-512 under `best` where the CPU has it, the buffered SSE2
+    // tiles under `baseline`): tails of 1-15 rows and columns, an outer
+    // axis shared between threads, the source reversed or a few bytes off
+    // its alignment, the destination off its alignment, two axes swapped
+    // out of three
+    if (!cpu::cpu_has_avx512f()) {
+        GTEST_SKIP() << "this CPU has no AVX-512: `best` runs the SSE2 tiles, which the other tests check";
+    }
+    std::mt19937_64 rng(16);
+    struct Case {
+        std::vector<uintptr_t> shape;
+        std::vector<size_t> order;
+        std::vector<bool> reversed;
+        size_t misalignment;
+    };
+    const std::vector<Case> cases = {
+        {{512, 1024}, {1, 0}, {false, false}, 0},
+        {{519, 512}, {1, 0}, {false, false}, 4},
+        {{512, 531}, {1, 0}, {false, true}, 0},
+        {{3, 512, 47}, {0, 2, 1}, {false, false, false}, 0},
+        {{5, 33, 512}, {0, 2, 1}, {false, false, false}, 12},
+        {{512, 4, 517}, {2, 1, 0}, {false, false, true}, 0},
+    };
+    for (const auto& c : cases) {
+        const auto source = make_source(rng, c.shape, c.order, c.reversed, 4, c.misalignment);
+        SCOPED_TRACE(describe(source.view));
+        expect_every_kernel_matches(source, {1, 3}, 0);
+        expect_every_kernel_matches(source, {2}, 4);
     }
 }
 

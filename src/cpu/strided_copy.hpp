@@ -13,8 +13,10 @@ namespace mtsarray::detail::cpu {
 /// are what the threads share out.
 ///
 /// `instructions`: `best` uses what the CPU running it has (AVX2 transposes
-/// where there is AVX2); `baseline` keeps to what the library is compiled
-/// for, so that the tests check both kernels on one machine.
+/// of 8-byte elements where there is AVX2, AVX-512 tiles for 4-byte
+/// elements in power-of-two rows where there is AVX-512); `baseline` keeps
+/// to what the library is compiled for, so that the tests check both kernels
+/// on one machine.
 enum class InstructionSet { baseline, best };
 void strided_copy(void* destination, const StridedView& source, size_t threads,
                   InstructionSet instructions = InstructionSet::best);
