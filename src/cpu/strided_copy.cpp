@@ -227,6 +227,35 @@ void copy_outside_blocks(const Transpose& t, unsigned char* to, const unsigned c
     }
 }
 
+// The walk that the block kernels below share: blocks of `Height` source
+// rows by `Width` columns of the strip, each given to `block(source, row,
+// destination, column)` (where the block starts in each array, and the
+// strides between its source rows and between its destination rows), then
+// plain copies for what the blocks leave. A kernel built for another
+// instruction set passes an object whose call operator has that target
+// and no always_inline (GCC and Clang refuse to force target code into
+// this template, which has none); its copy_strip, which has the target,
+// is `flatten`, so that the walk and the call operator are both inlined
+// there.
+template <size_t Bytes, uintptr_t Height, uintptr_t Width, typename Block>
+[[gnu::always_inline]] inline void copy_in_blocks(const Transpose& t, unsigned char* destination,
+                                                  const unsigned char* source, uintptr_t begin, uintptr_t end,
+                                                  const Block& block) {
+    const int64_t row = t.inner.source_stride;
+    const int64_t column = t.other.destination_stride;
+    const unsigned char* from = source + begin * Bytes;
+    unsigned char* to = destination + static_cast<int64_t>(begin) * column;
+    const uintptr_t width = end - begin;
+    for (uintptr_t i = 0; i + Height <= t.inner.size; i += Height) {
+        const unsigned char* r = from + static_cast<int64_t>(i) * row;
+        unsigned char* out = to + i * Bytes;
+        for (uintptr_t o = 0; o + Width <= width; o += Width) {
+            block(r + o * Bytes, row, out + static_cast<int64_t>(o) * column, column);
+        }
+    }
+    copy_outside_blocks<Bytes>(t, to, from, width, Height, Width);
+}
+
 // 4x4 floats: 4 rows read 16 bytes each, written as 4 columns.
 inline void transpose_4x4_floats(const unsigned char* source, int64_t row, unsigned char* destination,
                                  int64_t column) {
@@ -246,20 +275,11 @@ inline void transpose_4x4_floats(const unsigned char* source, int64_t row, unsig
 // 1000x1000 float32 transpose (power-of-two shapes take Tiles4 below).
 void copy_strip(const Transpose& t, const Blocks4&, unsigned char* destination, const unsigned char* source,
                 uintptr_t begin, uintptr_t end) {
-    const int64_t row = t.inner.source_stride;
-    const int64_t column = t.other.destination_stride;
-    const unsigned char* from = source + begin * 4;
-    unsigned char* to = destination + static_cast<int64_t>(begin) * column;
-    const uintptr_t width = end - begin;
-    for (uintptr_t i = 0; i + 8 <= t.inner.size; i += 8) {
-        const unsigned char* r = from + static_cast<int64_t>(i) * row;
-        unsigned char* out = to + i * 4;
-        for (uintptr_t o = 0; o + 4 <= width; o += 4) {
-            transpose_4x4_floats(r + o * 4, row, out + static_cast<int64_t>(o) * column, column);
-            transpose_4x4_floats(r + 4 * row + o * 4, row, out + static_cast<int64_t>(o) * column + 16, column);
-        }
-    }
-    copy_outside_blocks<4>(t, to, from, width, 8, 4);
+    copy_in_blocks<4, 8, 4>(t, destination, source, begin, end,
+                            [](const unsigned char* block, int64_t row, unsigned char* out, int64_t column) {
+                                transpose_4x4_floats(block, row, out, column);
+                                transpose_4x4_floats(block + 4 * row, row, out + 16, column);
+                            });
 }
 
 // 4-byte elements whose rows, in either array, are a multiple of 2 KiB
@@ -279,29 +299,21 @@ bool rows_share_cache_sets(int64_t stride_bytes) {
 
 void copy_strip(const Transpose& t, const Tiles4&, unsigned char* destination, const unsigned char* source,
                 uintptr_t begin, uintptr_t end) {
-    const int64_t row = t.inner.source_stride;
-    const int64_t column = t.other.destination_stride;
-    const unsigned char* from = source + begin * 4;
-    unsigned char* to = destination + static_cast<int64_t>(begin) * column;
-    const uintptr_t width = end - begin;
     constexpr int64_t buffer_row = (tile_size + 4) * 4;  // bytes: padded, the rows land in different sets
     alignas(64) unsigned char buffer[tile_size * buffer_row];
-    for (uintptr_t i = 0; i + tile_size <= t.inner.size; i += tile_size) {
-        for (uintptr_t o = 0; o + tile_size <= width; o += tile_size) {
-            const unsigned char* tile = from + static_cast<int64_t>(i) * row + o * 4;
+    copy_in_blocks<4, tile_size, tile_size>(
+        t, destination, source, begin, end,
+        [&buffer](const unsigned char* tile, int64_t row, unsigned char* out, int64_t column) {
             for (uintptr_t k = 0; k < tile_size; k++) {
                 std::memcpy(buffer + k * buffer_row, tile + static_cast<int64_t>(k) * row, tile_size * 4);
             }
-            unsigned char* out = to + static_cast<int64_t>(o) * column + i * 4;
             for (uintptr_t c = 0; c < tile_size; c += 4) {
                 for (uintptr_t r = 0; r < tile_size; r += 4) {
                     transpose_4x4_floats(buffer + r * buffer_row + c * 4, buffer_row,
                                          out + static_cast<int64_t>(c) * column + r * 4, column);
                 }
             }
-        }
-    }
-    copy_outside_blocks<4>(t, to, from, width, tile_size, tile_size);
+        });
 }
 #endif
 
@@ -313,8 +325,6 @@ void copy_strip(const Transpose& t, const Tiles4&, unsigned char* destination, c
 // bytes at a time. Strips are 128 elements wide (1 KiB of each source
 // row). On a 1000x1000 float64 transpose this is 1.3-1.6x the 2x2 SSE2
 // kernel (measured side by side, bench/README.md).
-struct Blocks8Avx2 {};
-
 [[gnu::always_inline]] __attribute__((target("avx2"))) inline void transpose_4x4(const unsigned char* source,
                                                                                int64_t row,
                                                                                unsigned char* destination,
@@ -336,24 +346,20 @@ struct Blocks8Avx2 {};
                      _mm256_permute2f128_pd(odd_01, odd_23, 0x31));
 }
 
-[[gnu::noinline]] __attribute__((target("avx2"))) void copy_strip(const Transpose& t, const Blocks8Avx2&,
+// One step: 8 source rows by 4 columns.
+struct Blocks8Avx2 {
+    __attribute__((target("avx2"))) void operator()(const unsigned char* block, int64_t row, unsigned char* out,
+                                                    int64_t column) const {
+        transpose_4x4(block, row, out, column);
+        transpose_4x4(block + 4 * row, row, out + 32, column);
+    }
+};
+
+[[gnu::noinline, gnu::flatten]] __attribute__((target("avx2"))) void copy_strip(const Transpose& t, const Blocks8Avx2& blocks,
                                                                 unsigned char* destination,
                                                                 const unsigned char* source, uintptr_t begin,
                                                                 uintptr_t end) {
-    const int64_t row = t.inner.source_stride;
-    const int64_t column = t.other.destination_stride;
-    const unsigned char* from = source + begin * 8;
-    unsigned char* to = destination + static_cast<int64_t>(begin) * column;
-    const uintptr_t width = end - begin;
-    for (uintptr_t i = 0; i + 8 <= t.inner.size; i += 8) {
-        const unsigned char* r = from + static_cast<int64_t>(i) * row;
-        unsigned char* out = to + i * 8;
-        for (uintptr_t o = 0; o + 4 <= width; o += 4) {
-            transpose_4x4(r + o * 8, row, out + static_cast<int64_t>(o) * column, column);
-            transpose_4x4(r + 4 * row + o * 8, row, out + static_cast<int64_t>(o) * column + 32, column);
-        }
-    }
-    copy_outside_blocks<8>(t, to, from, width, 8, 4);
+    copy_in_blocks<8, 8, 4>(t, destination, source, begin, end, blocks);
 }
 
 // 4-byte elements whose rows share cache sets (see Tiles4), where the CPU
@@ -363,7 +369,6 @@ struct Blocks8Avx2 {};
 // Tiles4 on the 1024x1024 float32 swap_axes row of the benchmark, 2x on
 // 512x512 (bench/README.md, "Power-of-two transposes"). Not used for other
 // shapes: on 1000x1000 float32 it is slower than Blocks4.
-struct Tiles4Avx512 {};
 
 // GCC 12's AVX-512 intrinsics fill their unused mask operand with a
 // self-initialised variable, which its own -Wmaybe-uninitialized then
@@ -417,23 +422,19 @@ struct Tiles4Avx512 {};
     }
 }
 
-[[gnu::noinline]] __attribute__((target("avx512f"))) void copy_strip(const Transpose& t, const Tiles4Avx512&,
+// One step: one 16x16 tile.
+struct Tiles4Avx512 {
+    __attribute__((target("avx512f"))) void operator()(const unsigned char* tile, int64_t row, unsigned char* out,
+                                                       int64_t column) const {
+        transpose_16x16_floats(tile, row, out, column);
+    }
+};
+
+[[gnu::noinline, gnu::flatten]] __attribute__((target("avx512f"))) void copy_strip(const Transpose& t, const Tiles4Avx512& tiles,
                                                                    unsigned char* destination,
                                                                    const unsigned char* source, uintptr_t begin,
                                                                    uintptr_t end) {
-    const int64_t row = t.inner.source_stride;
-    const int64_t column = t.other.destination_stride;
-    const unsigned char* from = source + begin * 4;
-    unsigned char* to = destination + static_cast<int64_t>(begin) * column;
-    const uintptr_t width = end - begin;
-    for (uintptr_t i = 0; i + tile_size <= t.inner.size; i += tile_size) {
-        const unsigned char* r = from + static_cast<int64_t>(i) * row;
-        unsigned char* out = to + i * 4;
-        for (uintptr_t o = 0; o + tile_size <= width; o += tile_size) {
-            transpose_16x16_floats(r + o * 4, row, out + static_cast<int64_t>(o) * column, column);
-        }
-    }
-    copy_outside_blocks<4>(t, to, from, width, tile_size, tile_size);
+    copy_in_blocks<4, tile_size, tile_size>(t, destination, source, begin, end, tiles);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
