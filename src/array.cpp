@@ -11,7 +11,7 @@
 
 namespace mtsarray::detail {
 
-std::unique_ptr<Array> Array::allocate(DLDataType dtype, std::vector<uintptr_t> shape,
+std::unique_ptr<Array> Array::allocate(DLDataType dtype, Shape shape,
                                        const Stream& stream) {
     check_dtype(dtype);
     const size_t bytes = checked_element_count(shape, element_size(dtype)) * element_size(dtype);
@@ -21,7 +21,7 @@ std::unique_ptr<Array> Array::allocate(DLDataType dtype, std::vector<uintptr_t> 
     return std::make_unique<Array>(std::move(buffer), dtype, std::move(shape), stream);
 }
 
-Array::Array(std::shared_ptr<Buffer> buffer, DLDataType dtype, std::vector<uintptr_t> shape,
+Array::Array(std::shared_ptr<Buffer> buffer, DLDataType dtype, Shape shape,
              Stream stream)
     : buffer_(std::move(buffer)), data_(buffer_->data()), device_(buffer_->device()), dtype_(dtype),
       shape_(std::move(shape)), size_(element_count(shape_)),
@@ -59,7 +59,7 @@ void Array::set_stream(const Stream& stream) {
     buffer_->set_release_stream(stream_);
 }
 
-void Array::reshape(std::vector<uintptr_t> shape) {
+void Array::reshape(Shape shape) {
     const size_t count = checked_element_count(shape, element_size(dtype_));
     MTSARRAY_EXPECTS(count == size(), "can not reshape to " + describe_shape(shape) + " (" +
                                           std::to_string(count) + " elements), the array has " +
@@ -68,7 +68,7 @@ void Array::reshape(std::vector<uintptr_t> shape) {
     size_ = count;
 }
 
-void Array::replace_data(std::shared_ptr<Buffer> buffer, std::vector<uintptr_t> shape) {
+void Array::replace_data(std::shared_ptr<Buffer> buffer, Shape shape) {
     invalidate_host_mirror();
     buffer_->set_release_stream(stream_);
     buffer_ = std::move(buffer);

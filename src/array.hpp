@@ -24,11 +24,11 @@ class Array {
 public:
     /// Uninitialised memory for `shape` elements of `dtype`, allocated on
     /// `stream` (which also gives the device). Validates dtype and shape.
-    static std::unique_ptr<Array> allocate(DLDataType dtype, std::vector<uintptr_t> shape,
+    static std::unique_ptr<Array> allocate(DLDataType dtype, Shape shape,
                                            const Stream& stream);
 
     /// An array over existing memory (wrap, zero-copy import).
-    Array(std::shared_ptr<Buffer> buffer, DLDataType dtype, std::vector<uintptr_t> shape,
+    Array(std::shared_ptr<Buffer> buffer, DLDataType dtype, Shape shape,
           Stream stream);
     ~Array();
     Array(const Array&) = delete;
@@ -49,7 +49,7 @@ public:
 
     DLDevice device() const noexcept { return device_; }
     DLDataType dtype() const noexcept { return dtype_; }
-    const std::vector<uintptr_t>& shape() const noexcept { return shape_; }
+    const Shape& shape() const noexcept { return shape_; }
     size_t size() const noexcept { return size_; }  // elements
     size_t nbytes() const noexcept { return size_ * element_size(dtype_); }  // bytes of data
     void* data() const noexcept { return data_; }
@@ -61,10 +61,10 @@ public:
     void set_stream(const Stream& stream);
 
     /// Same number of elements, new shape (no data movement).
-    void reshape(std::vector<uintptr_t> shape);
+    void reshape(Shape shape);
 
     /// Points the array at new data (swap_axes writes into a new buffer).
-    void replace_data(std::shared_ptr<Buffer> buffer, std::vector<uintptr_t> shape);
+    void replace_data(std::shared_ptr<Buffer> buffer, Shape shape);
 
     /// The backend owning this array's memory / the one computing on it.
     const Backend& memory_backend() const;
@@ -117,7 +117,7 @@ private:
     void* data_;
     DLDevice device_;
     DLDataType dtype_;
-    std::vector<uintptr_t> shape_;
+    Shape shape_;
     size_t size_;  // elements, kept with shape_
     Stream stream_;
     mutable std::mutex mirror_mutex_;

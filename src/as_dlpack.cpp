@@ -51,7 +51,7 @@ struct Export {
 static_assert(alignof(Export) >= alignof(int64_t), "shape and strides follow Export in memory");
 
 DLManagedTensorVersioned* make_export(std::shared_ptr<Buffer> buffer, DLDataType dtype,
-                                      const std::vector<uintptr_t>& shape, uint64_t flags,
+                                      const Shape& shape, uint64_t flags,
                                       const Stream* reader = nullptr) {
     const size_t ndim = shape.size();
     fault_injection::check("allocate");

@@ -26,7 +26,7 @@ namespace mtsarray::detail {
 /// in elements, possibly zero or negative).
 struct StridedView {
     const void* data;  // first element, byte_offset already applied
-    std::vector<uintptr_t> shape;
+    Shape shape;
     std::vector<int64_t> strides;
     size_t element_size;
 };

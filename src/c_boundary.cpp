@@ -19,9 +19,9 @@ void check_not_null(const void* pointer, const char* name) {
     MTSARRAY_EXPECTS(pointer != nullptr, std::string(name) + " is NULL");
 }
 
-std::vector<uintptr_t> shape_argument(const uintptr_t* shape, uintptr_t count) {
+Shape shape_argument(const uintptr_t* shape, uintptr_t count) {
     MTSARRAY_EXPECTS(shape != nullptr || count == 0, "shape is NULL with shape_count = " + std::to_string(count));
-    return std::vector<uintptr_t>(shape, shape + count);
+    return Shape(shape, count);
 }
 
 mts_status_t set_last_error_from_current_exception(const std::string& context) noexcept {

@@ -8,9 +8,10 @@
 #include <cstdint>
 #include <exception>
 #include <string>
-#include <vector>
 
 #include <metatensor.h>
+
+#include "shape.hpp"
 
 namespace mtsarray::detail {
 
@@ -28,9 +29,9 @@ std::string last_error_message();
 /// Throws Error("<name> is NULL") for a NULL pointer argument.
 void check_not_null(const void* pointer, const char* name);
 
-/// A (shape, shape_count) argument pair as a vector; `shape` may only be
+/// A (shape, shape_count) argument pair as a Shape; `shape` may only be
 /// NULL when `count` is 0.
-std::vector<uintptr_t> shape_argument(const uintptr_t* shape, uintptr_t count);
+Shape shape_argument(const uintptr_t* shape, uintptr_t count);
 
 /// Runs `body()`; MTS_SUCCESS, or MTS_CALLBACK_ERROR with the last error set
 /// as "<context()>: <what()>". `context` is only called on failure.

@@ -34,7 +34,7 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Array> make_filled(DLDataType dtype, std::vector<uintptr_t> shape, const void* value,
+std::unique_ptr<Array> make_filled(DLDataType dtype, Shape shape, const void* value,
                                    const Stream& stream) {
     check_dtype(dtype);
     check_device_usable(stream.device());
@@ -48,7 +48,7 @@ std::unique_ptr<Array> make_filled(DLDataType dtype, std::vector<uintptr_t> shap
     return array;
 }
 
-std::unique_ptr<Array> create_like(const Array& prototype, std::vector<uintptr_t> shape,
+std::unique_ptr<Array> create_like(const Array& prototype, Shape shape,
                                    mts_array_t fill_value) {
     ArrayOwner owner(fill_value);
     if (is_mtsarray(fill_value)) {

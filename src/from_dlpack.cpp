@@ -19,7 +19,7 @@ constexpr int32_t max_dimensions = 64;
 
 }  // namespace
 
-std::vector<int64_t> contiguous_strides(const std::vector<uintptr_t>& shape) {
+std::vector<int64_t> contiguous_strides(const Shape& shape) {
     // unsigned: an empty array may have dimensions whose product overflows
     // (its strides do not matter); a non-empty one fits by construction
     std::vector<int64_t> strides(shape.size());
@@ -35,7 +35,7 @@ std::vector<int64_t> contiguous_strides(const std::vector<uintptr_t>& shape) {
 /// for one more stride per axis (so that the strided copies' products of
 /// strides, sizes and the element size can not overflow). Axes of one
 /// element are left out: DLPack lets their stride be anything.
-void check_strides_fit(const std::vector<uintptr_t>& shape, const int64_t* strides, size_t element_size) {
+void check_strides_fit(const Shape& shape, const int64_t* strides, size_t element_size) {
     uint64_t span = 0;  // sum of |stride| * size, in bytes
     bool fits = true;
     for (size_t axis = 0; axis < shape.size() && fits; axis++) {
@@ -53,7 +53,7 @@ void check_strides_fit(const std::vector<uintptr_t>& shape, const int64_t* strid
     MTSARRAY_EXPECTS(fits, "invalid DLPack tensor: its strides span more than 2^63 bytes");
 }
 
-bool is_c_contiguous(const std::vector<uintptr_t>& shape, const int64_t* strides) {
+bool is_c_contiguous(const Shape& shape, const int64_t* strides) {
     if (strides == nullptr) {
         return true;
     }
@@ -90,7 +90,7 @@ std::unique_ptr<Array> from_dlpack(DLManagedTensorVersioned* tensor) {
     check_dtype(source.dtype);
     check_device_usable(source.device);
 
-    std::vector<uintptr_t> shape(static_cast<size_t>(source.ndim));
+    Shape shape(static_cast<size_t>(source.ndim));
     for (size_t axis = 0; axis < shape.size(); axis++) {
         MTSARRAY_EXPECTS(source.shape[axis] >= 0, "invalid DLPack tensor: shape[" + std::to_string(axis) +
                                                       "] = " + std::to_string(source.shape[axis]));

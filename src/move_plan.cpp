@@ -43,7 +43,7 @@ void validate_movement(size_t index, const mts_data_movement_t& movement, uintpt
 
 }  // namespace
 
-void MovePlan::reject(const std::vector<uintptr_t>& output_shape, const std::vector<uintptr_t>& input_shape,
+void MovePlan::reject(const Shape& output_shape, const Shape& input_shape,
                       const mts_data_movement_t* movements, size_t movements_count) {
     MTSARRAY_EXPECTS(input_shape.size() >= 2 && output_shape.size() >= 2,
                      "move_data needs arrays with at least two axes (samples and properties), got input " +

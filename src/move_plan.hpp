@@ -24,6 +24,8 @@
 
 #include <metatensor.h>
 
+#include "shape.hpp"
+
 namespace mtsarray::detail {
 
 /// `rows` copies of `bytes` bytes; row r reads at input_offset + r *
@@ -87,8 +89,8 @@ public:
     /// and the same component axes, and that `movements` is not NULL when
     /// `movements_count` is not 0; throws Error otherwise. The movements
     /// themselves are not read here.
-    MovePlan(const std::vector<uintptr_t>& output_shape,
-             const std::vector<uintptr_t>& input_shape,
+    MovePlan(const Shape& output_shape,
+             const Shape& input_shape,
              size_t element_size,
              const mts_data_movement_t* movements,
              size_t movements_count)
@@ -215,8 +217,8 @@ private:
     [[gnu::noinline, gnu::cold]] void check_exactly() const;
 
     /// The constructor's error: throws the message naming what is wrong.
-    [[noreturn, gnu::noinline, gnu::cold]] static void reject(const std::vector<uintptr_t>& output_shape,
-                                                            const std::vector<uintptr_t>& input_shape,
+    [[noreturn, gnu::noinline, gnu::cold]] static void reject(const Shape& output_shape,
+                                                            const Shape& input_shape,
                                                             const mts_data_movement_t* movements,
                                                             size_t movements_count);
 

@@ -14,13 +14,13 @@ namespace mtsarray::detail {
 
 /// create.cpp: a new array on `stream` (its device) with every element set
 /// to the `element_size(dtype)` bytes at `value` (a host pointer).
-std::unique_ptr<Array> make_filled(DLDataType dtype, std::vector<uintptr_t> shape, const void* value,
+std::unique_ptr<Array> make_filled(DLDataType dtype, Shape shape, const void* value,
                                    const Stream& stream);
 
 /// create.cpp: the `create` callback: same dtype, device and stream as
 /// `prototype`, filled with the scalar in `fill_value` (read through its own
 /// as_dlpack on the CPU). `fill_value` is destroyed in every case.
-std::unique_ptr<Array> create_like(const Array& prototype, std::vector<uintptr_t> shape,
+std::unique_ptr<Array> create_like(const Array& prototype, Shape shape,
                                    mts_array_t fill_value);
 
 /// copy.cpp: a deep copy of `source` on `device`, working on `stream` when
@@ -56,10 +56,10 @@ DLManagedTensorVersioned* as_dlpack(const Array& array, DLDevice device, const i
 std::unique_ptr<Array> from_dlpack(DLManagedTensorVersioned* tensor);
 
 /// from_dlpack.cpp: C-contiguous strides (in elements) of `shape`.
-std::vector<int64_t> contiguous_strides(const std::vector<uintptr_t>& shape);
+std::vector<int64_t> contiguous_strides(const Shape& shape);
 
 /// from_dlpack.cpp: whether `strides` lay `shape` out C-contiguously
 /// (strides of size-1 axes do not matter).
-bool is_c_contiguous(const std::vector<uintptr_t>& shape, const int64_t* strides);
+bool is_c_contiguous(const Shape& shape, const int64_t* strides);
 
 }  // namespace mtsarray::detail

@@ -1,14 +1,83 @@
 #include "shape.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <new>
+#include <utility>
 #include <string>
 
 #include "error.hpp"
 
 namespace mtsarray::detail {
 
-size_t checked_element_count(const std::vector<uintptr_t>& shape, size_t element_size) {
+Shape::Shape(size_t count) {
+    reserve_uninitialized(count);
+    std::fill(data_, data_ + count, uintptr_t(0));
+    size_ = count;
+}
+
+Shape::Shape(const uintptr_t* dimensions, size_t count) {
+    reserve_uninitialized(count);
+    std::copy(dimensions, dimensions + count, data_);
+    size_ = count;
+}
+
+Shape::Shape(Shape&& other) noexcept {
+    *this = std::move(other);
+}
+
+Shape& Shape::operator=(const Shape& other) {
+    if (this != &other) {
+        reserve_uninitialized(other.size_);
+        std::copy(other.data_, other.data_ + other.size_, data_);
+        size_ = other.size_;
+    }
+    return *this;
+}
+
+Shape& Shape::operator=(Shape&& other) noexcept {
+    if (this == &other) {
+        return *this;
+    }
+    release();
+    if (other.is_inline()) {
+        std::copy(other.data_, other.data_ + other.size_, inline_);
+    } else {
+        data_ = other.data_;  // the heap storage changes hands
+        other.data_ = other.inline_;
+    }
+    size_ = other.size_;
+    other.size_ = 0;
+    return *this;
+}
+
+void Shape::release() noexcept {
+    if (!is_inline()) {
+        delete[] data_;
+        data_ = inline_;
+    }
+    size_ = 0;
+}
+
+void Shape::reserve_uninitialized(size_t count) {
+    if (count <= inline_capacity) {
+        release();
+        return;
+    }
+    if (!is_inline() && count <= size_) {
+        return;  // the heap storage is large enough: reused
+    }
+    auto* storage = new uintptr_t[count];  // may throw: *this is unchanged
+    release();
+    data_ = storage;
+}
+
+bool operator==(const Shape& a, const Shape& b) noexcept {
+    return a.size_ == b.size_ && std::equal(a.data_, a.data_ + a.size_, b.data_);
+}
+
+size_t checked_element_count(const Shape& shape, size_t element_size) {
     // DLPack describes every dimension as an int64_t: a larger one could not
     // be exported, not even in an empty array
     for (size_t axis = 0; axis < shape.size(); axis++) {
@@ -36,7 +105,7 @@ size_t checked_element_count(const std::vector<uintptr_t>& shape, size_t element
     return count;
 }
 
-size_t element_count(const std::vector<uintptr_t>& shape) noexcept {
+size_t element_count(const Shape& shape) noexcept {
     size_t count = 1;
     for (auto dimension : shape) {
         count *= dimension;
@@ -44,7 +113,7 @@ size_t element_count(const std::vector<uintptr_t>& shape) noexcept {
     return count;
 }
 
-std::string describe_shape(const std::vector<uintptr_t>& shape) {
+std::string describe_shape(const Shape& shape) {
     std::string text = "[";
     for (size_t i = 0; i < shape.size(); i++) {
         text += (i == 0 ? "" : ", ") + std::to_string(shape[i]);

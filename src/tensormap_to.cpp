@@ -83,7 +83,7 @@ const mts_labels_t* labels_to(const mts_labels_t* labels, const Stream& stream) 
     const DLDataType int32 = {kDLInt, 32, 1};
     auto view = std::make_unique<Array>(
         Buffer::external(const_cast<int32_t*>(values), count * size * sizeof(int32_t), cpu_device(), [] {}),
-        int32, std::vector<uintptr_t>{count, size}, Stream::default_for(cpu_device()));
+        int32, Shape{count, size}, Stream::default_for(cpu_device()));
     auto moved = copy_to_device(*view, stream.device(), &stream);
     // the entries of existing Labels are unique already
     return check_pointer(mts_labels_assume_unique(names, names_count, into_mts_array(std::move(moved))),

@@ -25,9 +25,9 @@ StridedView reversed_view(size_t rank, size_t element_size) {
     StridedView view;
     view.data = reinterpret_cast<const void*>(uintptr_t(4096));
     view.element_size = element_size;
+    view.shape = Shape(std::vector<uintptr_t>(rank, 2));
     int64_t stride = 1;
     for (size_t axis = 0; axis < rank; axis++) {
-        view.shape.push_back(2);
         view.strides.push_back(stride);
         stride *= 2;
     }
@@ -57,7 +57,7 @@ TEST(GpuStridedPlan, SizeOneAxesAndContiguousNeighboursMerge) {
     view.data = reinterpret_cast<const void*>(uintptr_t(4096));
     view.element_size = 4;
     // 64 axes: all but two of size 1, the last two contiguous
-    view.shape.assign(64, 1);
+    view.shape = Shape(std::vector<uintptr_t>(64, 1));
     view.strides.assign(64, 7);
     view.shape[62] = 5;
     view.strides[62] = 3;
