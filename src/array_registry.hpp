@@ -106,4 +106,8 @@ inline Array* find_array(const void* handle) noexcept {
 /// Number of registered arrays (for the leak checks of the tests).
 size_t live_array_count() noexcept;
 
+/// Number of slots ever taken from the table, live, free or waiting in a
+/// thread's batch (for the tests: exiting threads give theirs back).
+size_t used_slot_count() noexcept;
+
 }  // namespace mtsarray::detail
