@@ -202,35 +202,41 @@ TEST(StridedCopy, SwapsTheSmallAxesOfManySamples) {
 }
 
 TEST(StridedCopy, TransposesStacksOfPowerOfTwoMatricesWithTheAvx512Tiles) {
-    // 4-byte elements whose rows are a multiple of 2 KiB apart take 16x16
-    // tiles (AVX-512 under `best` where the CPU has it, the buffered SSE2
-    // tiles under `baseline`): tails of 1-15 rows and columns, an outer
-    // axis shared between threads, the source reversed or a few bytes off
-    // its alignment, the destination off its alignment, two axes swapped
-    // out of three
+    // 4- and 8-byte elements whose rows are a multiple of 2 KiB apart take
+    // 16x16 and 8x8 tiles (AVX-512 under `best` where the CPU has it; under
+    // `baseline`, the buffered SSE2 tiles and the SSE2 blocks): tails of
+    // 1-15 rows and columns, an outer axis shared between threads, the
+    // source reversed or a few bytes off its alignment, the destination off
+    // its alignment, two axes swapped out of three
     if (!cpu::cpu_has_avx512f()) {
-        GTEST_SKIP() << "this CPU has no AVX-512: `best` runs the SSE2 tiles, which the other tests check";
+        GTEST_SKIP() << "this CPU has no AVX-512: `best` runs the SSE2 tiles and the AVX2 blocks, which the "
+                        "other tests check";
     }
     std::mt19937_64 rng(16);
     struct Case {
         std::vector<uintptr_t> shape;
         std::vector<size_t> order;
         std::vector<bool> reversed;
-        size_t misalignment;
+        size_t misalignment;  // in elements
     };
-    const std::vector<Case> cases = {
-        {{512, 1024}, {1, 0}, {false, false}, 0},
-        {{519, 512}, {1, 0}, {false, false}, 4},
-        {{512, 531}, {1, 0}, {false, true}, 0},
-        {{3, 512, 47}, {0, 2, 1}, {false, false, false}, 0},
-        {{5, 33, 512}, {0, 2, 1}, {false, false, false}, 12},
-        {{512, 4, 517}, {2, 1, 0}, {false, false, true}, 0},
-    };
-    for (const auto& c : cases) {
-        const auto source = make_source(rng, c.shape, c.order, c.reversed, 4, c.misalignment);
-        SCOPED_TRACE(describe(source.view));
-        expect_every_kernel_matches(source, {1, 3}, 0);
-        expect_every_kernel_matches(source, {2}, 4);
+    for (size_t element_size : {size_t(4), size_t(8)}) {
+        // rows 2 KiB apart; tails of 7 and 11 elements
+        const uintptr_t n = 2048 / element_size;
+        const std::vector<Case> cases = {
+            {{n, 2 * n}, {1, 0}, {false, false}, 0},
+            {{n + 7, n}, {1, 0}, {false, false}, 1},
+            {{n, n + 11}, {1, 0}, {false, true}, 0},
+            {{3, n, 47}, {0, 2, 1}, {false, false, false}, 0},
+            {{5, 33, n}, {0, 2, 1}, {false, false, false}, 3},
+            {{n, 4, n + 5}, {2, 1, 0}, {false, false, true}, 0},
+        };
+        for (const auto& c : cases) {
+            const auto source = make_source(rng, c.shape, c.order, c.reversed, element_size,
+                                            c.misalignment * element_size);
+            SCOPED_TRACE(describe(source.view));
+            expect_every_kernel_matches(source, {1, 3}, 0);
+            expect_every_kernel_matches(source, {2}, element_size);
+        }
     }
 }
 
