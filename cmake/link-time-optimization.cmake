@@ -58,6 +58,18 @@ function(mtsarray_link_time_optimize_objects target)
     endif()
 endfunction()
 
+# Compiles `sources` (of the current directory) as regular objects even in a
+# link-time optimised library. For kernels tuned file by file whose loops call
+# nothing outside their file: LTO brings them nothing, and re-deciding their
+# inlining with the whole library in view made the transposes of
+# src/cpu/strided_copy.cpp 15% slower on one benchmark row (bench/README.md,
+# "Fixed cost of a call").
+function(mtsarray_compile_without_lto)
+    if(MTSARRAY_LTO_ENABLED)
+        set_property(SOURCE ${ARGN} APPEND PROPERTY COMPILE_OPTIONS "-fno-lto")
+    endif()
+endfunction()
+
 # For the programs that link the objects: needed when they are not fat.
 function(mtsarray_link_time_optimize_consumer target)
     if(MTSARRAY_LTO_ENABLED AND NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
