@@ -3,9 +3,9 @@
 # A call into mtsarray crosses a dozen small functions spread over the
 # sources (the handle lookup, the backend registry, the dtype and shape
 # checks, the allocator): without LTO each is an out-of-line call. With it
-# they inline across files, which takes about a fifth off the fixed cost of a
-# call: one 256-byte movement, one new small array (bench/README.md, "Fixed
-# cost of a call: link-time optimisation").
+# they inline across files, which takes 10-25% off the fixed cost of a call:
+# one 256-byte movement, one new small array (bench/README.md, "Fixed cost of
+# a call").
 #
 #   MTSARRAY_LTO   ON   optimised builds (Release, RelWithDebInfo,
 #                       MinSizeRel) of the library are link-time optimised,
