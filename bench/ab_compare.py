@@ -6,8 +6,9 @@ so two runs one after the other compare the machine's moods, not the builds.
 This script runs `mtsarray-bench --quick --filter FILTER --json` of the two
 binaries in turn, ABBA order (A B, then B A, ...), ROUNDS times each, and
 prints for each row the median time of each build, its sorted `%lim` values
-(each against the limit measured in the same run) and the ratio of the median
-times.
+(each against the limit measured in the same run), the median speedup over
+the row's baseline (measured in the same run too) and the ratio of the
+median times.
 
 Usage:
     python3 bench/ab_compare.py OLD_BENCH NEW_BENCH FILTER [ROUNDS]
@@ -69,7 +70,9 @@ def main():
         for build in order:
             for row in run(builds[build], filter_text, environments[build]):
                 name = f"{row['group']} {row['device']} {row['case']}"
-                results[name][build].append((row["seconds"], row.get("fraction_of_limit")))
+                results[name][build].append(
+                    (row["seconds"], row.get("fraction_of_limit"), row.get("speedup_over_baseline"))
+                )
 
     if not results:
         print(f"no row matches {filter_text!r}", file=sys.stderr)
@@ -78,10 +81,12 @@ def main():
         print(name)
         medians = {}
         for build in ("A", "B"):
-            times = [seconds for seconds, _ in by_build[build]]
-            limits = sorted(round(100 * f) for _, f in by_build[build] if f is not None)
+            times = [seconds for seconds, _, _ in by_build[build]]
+            limits = sorted(round(100 * f) for _, f, _ in by_build[build] if f is not None)
+            speedups = [s for _, _, s in by_build[build] if s is not None]
             medians[build] = statistics.median(times)
-            print(f"  {build}: median {medians[build] * 1e6:10.2f} us   %lim {limits}")
+            speedup = f"   baseline/this {statistics.median(speedups):.2f}x" if speedups else ""
+            print(f"  {build}: median {medians[build] * 1e6:10.2f} us   %lim {limits}{speedup}")
         print(f"  A/B time ratio: {medians['A'] / medians['B']:.2f} (above 1: B is faster)")
 
 

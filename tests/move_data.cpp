@@ -306,6 +306,25 @@ TEST_P(MoveData, LargePlansMatchTheReference) {
     }
     check_plan(contiguous, rng);
 
+    // scattered rows of a large input (over 8 MiB copied: the input rows are
+    // fetched ahead), one and three components, the last movements near the
+    // end of the list and of the input
+    RandomPlan scattered{float64(), {{50000, 32}}, {{41001, 32}}, {}, "scattered rows of a large input"};
+    std::vector<uintptr_t> samples(50000);
+    std::iota(samples.begin(), samples.end(), 0);
+    std::shuffle(samples.begin(), samples.end(), rng);
+    for (uintptr_t i = 0; i < 41000; i++) {
+        scattered.movements.push_back({samples[i], i, 0, 0, 32});
+    }
+    scattered.movements.push_back({49999, 41000, 0, 0, 32});
+    check_plan(scattered, rng);
+
+    RandomPlan components{float32(), {{20000, 3, 64}}, {{12000, 3, 64}}, {}, "scattered rows with components"};
+    for (uintptr_t i = 0; i < 12000; i++) {
+        components.movements.push_back({samples[i] % 20000, 11999 - i, 0, 0, 64});
+    }
+    check_plan(components, rng);
+
     RandomPlan partial{make_dtype(kDLComplex, 128), {{500, 2, 1000}}, {{500, 2, 999}}, {}, "partial rows"};
     for (uintptr_t i = 0; i < 500; i++) {
         partial.movements.push_back({499 - i, i, i % 7, (i * 3) % 11, 977});
