@@ -362,6 +362,47 @@ struct Blocks8Avx2 {
     copy_in_blocks<8, 8, 4>(t, destination, source, begin, end, blocks);
 }
 
+// 4-byte elements where the CPU has AVX2 (rows not sharing cache sets):
+// 8x8 blocks, 8 source rows read 32 bytes each, 24 shuffles, 8 destination
+// rows written 32 bytes each; half the loads, stores and shuffles per byte
+// of Blocks4's two 4x4 SSE2 blocks. One thread, alternated runs of a driver
+// calling swap_axes: 1000x1000 float32 1.30x Blocks4, 3000x2000 1.32x,
+// 250x4000 1.05x, small and (n, 3, 16) shapes the same; two threads
+// 1.10-1.18x (bench/README.md, "Transpose kernels").
+struct Blocks4Avx2 {
+    __attribute__((target("avx2"))) void operator()(const unsigned char* block, int64_t row, unsigned char* out,
+                                                    int64_t column) const {
+        __m256 r[8];
+        for (int k = 0; k < 8; k++) {
+            r[k] = _mm256_loadu_ps(reinterpret_cast<const float*>(block + k * row));
+        }
+        __m256 t[8];
+        for (int k = 0; k < 4; k++) {
+            t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+            t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+        }
+        __m256 q[8];
+        for (int h = 0; h < 2; h++) {
+            q[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+            q[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+            q[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+            q[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+        }
+        for (int c = 0; c < 4; c++) {
+            _mm256_storeu_ps(reinterpret_cast<float*>(out + c * column), _mm256_permute2f128_ps(q[c], q[4 + c], 0x20));
+            _mm256_storeu_ps(reinterpret_cast<float*>(out + (c + 4) * column),
+                             _mm256_permute2f128_ps(q[c], q[4 + c], 0x31));
+        }
+    }
+};
+
+[[gnu::noinline, gnu::flatten]] __attribute__((target("avx2"))) void copy_strip(const Transpose& t, const Blocks4Avx2& blocks,
+                                                                unsigned char* destination,
+                                                                const unsigned char* source, uintptr_t begin,
+                                                                uintptr_t end) {
+    copy_in_blocks<4, 8, 8>(t, destination, source, begin, end, blocks);
+}
+
 // 4-byte elements whose rows share cache sets (see Tiles4), where the CPU
 // has AVX-512: each 16x16 tile is 16 source lines read whole, one 64-byte
 // load each, transposed in registers and written as 16 whole destination
@@ -620,6 +661,11 @@ void strided_copy(void* destination, const StridedView& source, size_t threads, 
 #endif
             return run_transpose(t, Tiles4{}, threads);
         }
+#if defined(MTSARRAY_X86_TRANSPOSES)
+        if (instructions == InstructionSet::best && cpu_has_avx2()) {
+            return run_transpose(t, Blocks4Avx2{}, threads);
+        }
+#endif
         return run_transpose(t, Blocks4{}, threads);
     }
 #endif
