@@ -54,8 +54,10 @@ Arrays arrays_of(void* output, const void* input, const MovePlan& plan, uint64_t
 // Starts reading the input row of the movement `prefetch_distance` after
 // `movement`: scattered samples of a large input are not in the caches, and
 // the hardware prefetcher can not guess which one comes next. In the
-// benchmark's 10^5 scattered rows of 256 bytes: 1.91x -> 2.02x
-// SimpleDataArray on two threads, 1.29x -> 1.36x on one (bench/README.md).
+// benchmark's 10^5 scattered rows of 256 bytes: 1.91x -> 2.21x
+// SimpleDataArray on two threads, 1.35x -> 1.40x on one (bench/README.md).
+// (The last movements of a block of a multi-threaded plan are not
+// prefetched: `end` is the block's.)
 template <size_t Bytes>
 [[gnu::always_inline]] inline void prefetch_later_input(const mts_data_movement_t* movement,
                                                         const mts_data_movement_t* end, const unsigned char* input,

@@ -272,7 +272,8 @@ inline void transpose_4x4_floats(const unsigned char* source, int64_t row, unsig
 
 // 8 source rows per step (two 4x4 blocks above each other), so that each
 // destination row gets 32 bytes per step: 1.4x the 4-row kernel on a
-// 1000x1000 float32 transpose (power-of-two shapes take Tiles4 below).
+// 1000x1000 float32 transpose (power-of-two shapes take Tiles4 below, and
+// CPUs with AVX2 Blocks4Avx2).
 void copy_strip(const Transpose& t, const Blocks4&, unsigned char* destination, const unsigned char* source,
                 uintptr_t begin, uintptr_t end) {
     copy_in_blocks<4, 8, 4>(t, destination, source, begin, end,
@@ -485,7 +486,7 @@ struct Tiles4Avx512 {
 // finds it evicted in between when all its rows fall into one L1 set: 1.5x
 // Blocks8Avx2 on the 1024x1024 float64 swap_axes row of the benchmark
 // (bench/README.md, "Power-of-two transposes"). On 1000x1000 float64 it is
-// no faster, so other shapes keep Blocks8Avx2.
+// slower, so other shapes keep Blocks8Avx2.
 [[gnu::always_inline]] __attribute__((target("avx512f"))) inline void transpose_8x8_doubles(
     const unsigned char* source, int64_t row, unsigned char* destination, int64_t column) {
     __m512d rows[8];
