@@ -294,8 +294,11 @@ void copy_strip(const Transpose& t, const Blocks4&, unsigned char* destination, 
 struct Tiles4 {};
 constexpr uintptr_t tile_size = 16;
 
-bool rows_share_cache_sets(int64_t stride_bytes) {
-    return stride_bytes != 0 && std::llabs(stride_bytes) % 2048 == 0;
+// Whether the rows of the source or of the destination are a multiple of
+// 2 KiB apart: the kernels that read or write whole lines take over there.
+bool rows_share_cache_sets(const Transpose& t) {
+    auto shares = [](int64_t stride_bytes) { return stride_bytes != 0 && std::llabs(stride_bytes) % 2048 == 0; };
+    return shares(t.inner.source_stride) || shares(t.other.destination_stride);
 }
 
 void copy_strip(const Transpose& t, const Tiles4&, unsigned char* destination, const unsigned char* source,
@@ -638,8 +641,7 @@ void strided_copy(void* destination, const StridedView& source, size_t threads, 
 #if defined(MTSARRAY_X86_TRANSPOSES)
     if (blocked_8 && instructions == InstructionSet::best && cpu_has_avx2()) {
         cut_strips(t, element, wide_strip_bytes);
-        if ((rows_share_cache_sets(t.inner.source_stride) || rows_share_cache_sets(t.other.destination_stride)) &&
-            cpu_has_avx512f()) {
+        if (rows_share_cache_sets(t) && cpu_has_avx512f()) {
             return run_transpose(t, Tiles8Avx512{}, threads);
         }
         return run_transpose(t, Blocks8Avx2{}, threads);
@@ -654,7 +656,7 @@ void strided_copy(void* destination, const StridedView& source, size_t threads, 
     }
     if (blocked_4) {
         cut_strips(t, element, wide_strip_bytes);
-        if (rows_share_cache_sets(t.inner.source_stride) || rows_share_cache_sets(t.other.destination_stride)) {
+        if (rows_share_cache_sets(t)) {
 #if defined(MTSARRAY_X86_TRANSPOSES)
             if (instructions == InstructionSet::best && cpu_has_avx512f()) {
                 return run_transpose(t, Tiles4Avx512{}, threads);

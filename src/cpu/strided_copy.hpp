@@ -12,11 +12,11 @@ namespace mtsarray::detail::cpu {
 /// cache line of the destination at a time. The strips (and the outer axes)
 /// are what the threads share out.
 ///
-/// `instructions`: `best` uses what the CPU running it has (AVX2 transposes
-/// of 8-byte elements where there is AVX2, AVX-512 tiles for 4-byte
-/// elements in power-of-two rows where there is AVX-512); `baseline` keeps
-/// to what the library is compiled for, so that the tests check both kernels
-/// on one machine.
+/// `instructions`: `best` uses what the CPU running it has (AVX2 blocks for
+/// 8-byte elements, and for 4-byte ones outside power-of-two rows, where
+/// there is AVX2; AVX-512 tiles for both in power-of-two rows where there is
+/// AVX-512); `baseline` keeps to what the library is compiled for, so that
+/// the tests check both kernels on one machine.
 enum class InstructionSet { baseline, best };
 void strided_copy(void* destination, const StridedView& source, size_t threads,
                   InstructionSet instructions = InstructionSet::best);
