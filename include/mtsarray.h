@@ -97,6 +97,10 @@ extern "C" {
  * stream of `device` and zeroed there; the call does not wait for the device.
  * Errors: unsupported dtype (sub-byte, lanes != 1), a backend not compiled
  * in or without a device, out of memory.
+ *
+ * Host arrays of 4 MiB or more (from every function that makes one) ask
+ * Linux for transparent huge pages; MTSARRAY_HUGE_PAGES=0 turns that off, and
+ * any value other than 0 or 1 makes their allocation fail (README.md).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_zeros(DLDevice device, DLDataType dtype,
                                             const uintptr_t* shape, uintptr_t shape_count,

@@ -15,6 +15,7 @@
 #include "cpu/copy.hpp"
 #include "cpu/fill.hpp"
 #include "cpu/gather.hpp"
+#include "cpu/huge_pages.hpp"
 #include "cpu/parallel_split.hpp"
 #include "cpu/strided_copy.hpp"
 #include "device.hpp"
@@ -76,6 +77,12 @@ public:
         void* data = allocate_aligned(bytes);
         if (data == nullptr) {
             throw OutOfMemory("could not allocate " + std::to_string(bytes) + " bytes on the CPU");
+        }
+        try {
+            cpu::advise_huge_pages(data, bytes);
+        } catch (...) {
+            free_aligned(data);
+            throw;
         }
         return data;
     }
