@@ -1,8 +1,8 @@
 #include "cpu/huge_pages.hpp"
 
-#include <cctype>
 #include <cstdlib>
 
+#include "cpu/environment_value.hpp"
 #include "error.hpp"
 
 #if defined(__linux__)
@@ -29,16 +29,7 @@ bool huge_pages_wanted(const char* value) {
     if (value == nullptr) {
         return true;
     }
-    std::string text = value;
-    size_t begin = 0;
-    size_t end = text.size();
-    while (begin < end && std::isspace(static_cast<unsigned char>(text[begin])) != 0) {
-        begin++;
-    }
-    while (end > begin && std::isspace(static_cast<unsigned char>(text[end - 1])) != 0) {
-        end--;
-    }
-    text = text.substr(begin, end - begin);
+    const std::string text = without_surrounding_blanks(value);
     if (text.empty() || text == "1") {
         return true;
     }

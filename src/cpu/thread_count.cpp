@@ -1,7 +1,6 @@
 #include "cpu/thread_count.hpp"
 
 #include <atomic>
-#include <cctype>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -11,6 +10,7 @@
 #include <unistd.h>
 #endif
 
+#include "cpu/environment_value.hpp"
 #include "cpu/thread_pool.hpp"
 #include "error.hpp"
 
@@ -48,13 +48,8 @@ size_t count_from_environment() {
         if (value == nullptr) {
             continue;
         }
-        std::string text = value;
-        bool blank = true;
-        for (char c : text) {
-            blank = blank && std::isspace(static_cast<unsigned char>(c)) != 0;
-        }
-        if (!blank) {
-            return parse_thread_count(variable, text);
+        if (!without_surrounding_blanks(value).empty()) {
+            return parse_thread_count(variable, value);
         }
     }
     return 0;
@@ -71,21 +66,14 @@ size_t parse_thread_count(const char* variable, const std::string& value) {
     if (std::string(variable) == "OMP_NUM_THREADS") {
         text = text.substr(0, text.find(','));
     }
-    size_t begin = 0;
-    size_t end = text.size();
-    while (begin < end && std::isspace(static_cast<unsigned char>(text[begin])) != 0) {
-        begin++;
-    }
-    while (end > begin && std::isspace(static_cast<unsigned char>(text[end - 1])) != 0) {
-        end--;
-    }
-    if (begin == end) {
+    text = without_surrounding_blanks(text);
+    if (text.empty()) {
         invalid(variable, value, "is empty");
     }
     int64_t count = 0;
-    for (size_t i = begin; i < end; i++) {
+    for (size_t i = 0; i < text.size(); i++) {
         const char c = text[i];
-        if (c == '-' && i == begin) {
+        if (c == '-' && i == 0) {
             invalid(variable, value, "is negative");
         }
         if (c < '0' || c > '9') {
