@@ -24,6 +24,7 @@
 
 #include <metatensor.h>
 
+#include "cpu/cpu_features.hpp"
 #include "shape.hpp"
 
 namespace mtsarray::detail {
@@ -125,7 +126,10 @@ public:
     /// a thread pool): scan_part() for consecutive [begin, end) ranges
     /// covering the movements, in any order, then summarize() their scans
     /// (throws validate()'s error). `begin < end <= movements_count()`.
-    MoveScan scan_part(size_t begin, size_t end) const noexcept;
+    /// `instructions`: `best` scans two movements at a time where the CPU
+    /// has AVX2, `baseline` one at a time; both give the same MoveScan.
+    MoveScan scan_part(size_t begin, size_t end,
+                       cpu::InstructionSet instructions = cpu::InstructionSet::best) const noexcept;
     MoveSummary summarize(const MoveScan* parts, size_t count) const;
 
     /// The plan of movements [begin, end) only (same arrays, same checks);

@@ -5,6 +5,11 @@
 
 namespace mtsarray::detail::cpu {
 
+/// For the kernels with a faster variant: `best` uses what the CPU running
+/// it has; `baseline` keeps to what the library is compiled for, so that the
+/// tests check both variants on one machine.
+enum class InstructionSet { baseline, best };
+
 /// Whether the CPU has AVX2 (false off x86-64 or without GCC/Clang builtins).
 inline bool cpu_has_avx2() noexcept {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -1,5 +1,6 @@
 #pragma once
 #include "backend.hpp"
+#include "cpu/cpu_features.hpp"
 
 namespace mtsarray::detail::cpu {
 
@@ -17,7 +18,6 @@ namespace mtsarray::detail::cpu {
 /// there is AVX2; AVX-512 tiles for both in power-of-two rows where there is
 /// AVX-512); `baseline` keeps to what the library is compiled for, so that
 /// the tests check both kernels on one machine.
-enum class InstructionSet { baseline, best };
 void strided_copy(void* destination, const StridedView& source, size_t threads,
                   InstructionSet instructions = InstructionSet::best);
 
