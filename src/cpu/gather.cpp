@@ -235,6 +235,12 @@ void copy_each_movement(const Arrays& arrays, const MovePlan& plan) {
 
 // Up to this many movements, a move_data call takes the short path.
 constexpr size_t few_movements = 4;
+// Up to this many, movements that are not one run are copied one by one,
+// without looking for runs to merge: the look (and the walk over the runs it
+// finds) costs more than the few memcpy calls merging could save. Ten
+// scattered movements of 256 bytes went from 114 to 74 ns (0.77x -> 1.17x
+// SimpleDataArray; bench/README.md, "Short lists").
+constexpr size_t short_list_movements = 16;
 
 void copy_few_movements(const Arrays& arrays, const MovePlan& plan) {
     for (size_t i = 0; i < plan.movements_count(); i++) {
@@ -425,7 +431,7 @@ void gather(void* output, const void* input, const MovePlan& plan) {
         }
         return copy_runs_in_byte_pieces(arrays, {run}, threads);
     }
-    const bool merge = movements_merge(plan);
+    const bool merge = count > short_list_movements && movements_merge(plan);
     switch (choose_split(plan, summary, threads)) {
     case GatherSplit::serial: return copy_plan(arrays, plan, merge);
     case GatherSplit::movement_blocks: return copy_in_movement_blocks(arrays, plan, threads, merge);
