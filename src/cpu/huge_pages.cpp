@@ -42,19 +42,18 @@ bool huge_pages_wanted(const char* value) {
 
 namespace {
 
-// The environment, read once: 1 advise, 0 do not, -1 invalid (its message
-// kept for every large allocation).
+// The environment, read once.
 struct HugePageSetting {
-    int wanted;
-    std::string error;
+    bool wanted;
+    std::string error;  // not empty: the value is invalid (kept for every large allocation)
 };
 
 const HugePageSetting& setting() {
     static const HugePageSetting decided = [] {
         try {
-            return HugePageSetting{huge_pages_wanted(std::getenv("MTSARRAY_HUGE_PAGES")) ? 1 : 0, ""};
+            return HugePageSetting{huge_pages_wanted(std::getenv("MTSARRAY_HUGE_PAGES")), ""};
         } catch (const Error& error) {
-            return HugePageSetting{-1, error.what()};
+            return HugePageSetting{false, error.what()};
         }
     }();
     return decided;
@@ -67,11 +66,11 @@ void advise_huge_pages(void* data, size_t bytes) {
         return;
     }
     const HugePageSetting& decided = setting();
-    if (decided.wanted < 0) {
+    if (!decided.error.empty()) {
         throw Error(decided.error);
     }
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (decided.wanted == 1) {
+    if (decided.wanted) {
         static const auto page_size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
         const PageRange range = huge_page_advice_range(data, bytes, page_size);
         if (range.bytes != 0) {
