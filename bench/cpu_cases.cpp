@@ -72,7 +72,7 @@ size_t host_threads() {
 }
 
 /// The threads mtsarray uses for `bytes` of host work: the rule of
-/// src/cpu/parallel_split.hpp (one thread below 1 MiB, then at most one per
+/// src/cpu/threads/parallel_split.hpp (one thread below 1 MiB, then at most one per
 /// 256 KiB, up to the count). The limits run on as many.
 size_t threads_for(size_t bytes) {
     const size_t count = host_threads();
@@ -300,7 +300,7 @@ template <typename T> Row run_move_data(const Options& options, const MoveCase& 
         row.targets.push_back({">=70% memcpy", row.fraction_of_limit() >= 0.70});
     }
     row.targets.push_back({">=1x SDA", row.speedup() >= 1.0});
-    // the scattered gather of the parallel issue: 10^5 rows of 32 properties
+    // the scattered gather of the multi-thread target: 10^5 rows of 32 properties
     if (c.movements == 100000 && c.properties == 32 && c.scattered && c.output_factor == 1 && threads > 1) {
         const double wanted = threads >= 8 ? 2.0 : 1.5;
         row.targets.push_back({wanted == 2.0 ? ">=2x SDA" : ">=1.5x SDA", row.speedup() >= wanted});

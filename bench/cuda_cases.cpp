@@ -4,7 +4,7 @@
 // user would write without a gather kernel: one cudaMemcpyAsync per segment,
 // one cudaMemcpyBatchAsync (CUDA >= 12.8), one cudaMemcpy2DAsync (when every
 // segment has the same length and constant strides). The targets are the
-// CUDA issue's (bench/README.md). Every case checks its values (mtsarray's
+// GPU targets of bench/README.md. Every case checks its values (mtsarray's
 // and each baseline's) against a host reference before it reports a time.
 //
 // move_data is reported three ways: end to end (host wall time until the
@@ -46,7 +46,7 @@ constexpr DLDevice GPU = {kDLCUDA, 0};
 constexpr double KIB = 1024;
 /// Above this many segments the per-segment baseline takes seconds per call.
 constexpr size_t MAX_BASELINE_SEGMENTS = 200000;
-/// The CUDA issue's targets, kernel-only, as a fraction of D2D bandwidth:
+/// The GPU move_data targets, kernel-only, as a fraction of D2D bandwidth:
 /// segments of at least 1 KiB, of 256 bytes, of 64 bytes.
 constexpr double SEGMENT_TARGET_LONG = 0.90;
 constexpr double SEGMENT_TARGET_MEDIUM = 0.80;
@@ -265,7 +265,7 @@ std::string percent(double fraction) {
 
 // ---- move_data ------------------------------------------------------------------
 
-/// What a move_data row is judged on (the CUDA issue's targets).
+/// What a move_data row is judged on (the GPU targets of bench/README.md).
 enum class MoveTarget {
     none,
     segment_bandwidth,     // kernel-only: >= 90/80/50% D2D, ahead of CUB and warp-per-segment
@@ -906,7 +906,7 @@ std::vector<Case> cuda_cases(const Options& options) {
     const bool quick = options.quick();
     const bool smoke = options.smoke();
 
-    // The CUDA issue's rows first: segment sizes at a fixed total, 100 000
+    // The rows of the GPU targets first: segment sizes at a fixed total, 100 000
     // scattered movements with differing ranges, and one shared range.
     const size_t total = smoke ? (size_t(64) << 10) : (size_t(64) << 20);
     const size_t scattered_count = smoke ? 1000 : 100000;

@@ -1,5 +1,5 @@
 // The host side of a GPU move_data, timed on the CPU so that every machine
-// tracks it (the CUDA issue's point 5: at most 4 ns per movement). This is
+// tracks it (target: at most 4 ns per movement, bench/README.md). This is
 // the very code GpuBackend::move_data runs before it queues anything:
 // MovePlan checks every movement while build_move_table coalesces the runs
 // and packs their 16-byte entries, here into host memory reused from call to
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "gpu/move_data_table.hpp"
-#include "move_plan.hpp"
+#include "base/move_plan.hpp"
 
 #include "cases.hpp"
 #include "move_patterns.hpp"

@@ -23,7 +23,7 @@ HostTeam::~HostTeam() {
 
 double HostTeam::run(size_t rounds, const std::function<void(size_t, size_t)>& work,
                      const std::function<void()>& before, const std::function<void()>& after) {
-    const size_t helpers = threads_.size();
+    const size_t workers = threads_.size();
     awake_.store(0);
     finished_.store(0);
     round_.store(0);
@@ -34,7 +34,7 @@ double HostTeam::run(size_t rounds, const std::function<void(size_t, size_t)>& w
         batch_++;
     }
     wake_.notify_all();
-    while (awake_.load() != helpers) {
+    while (awake_.load() != workers) {
         std::this_thread::yield();
     }
     const auto start = std::chrono::steady_clock::now();
@@ -43,9 +43,9 @@ double HostTeam::run(size_t rounds, const std::function<void(size_t, size_t)>& w
             before();
         }
         round_.store(round, std::memory_order_release);
-        work(0, helpers + 1);
-        // every helper counts once per round
-        while (finished_.load(std::memory_order_acquire) != round * helpers) {
+        work(0, workers + 1);
+        // every worker counts once per round
+        while (finished_.load(std::memory_order_acquire) != round * workers) {
             std::this_thread::yield();
         }
         if (after) {

@@ -1,5 +1,5 @@
 #pragma once
-// The movement lists the CUDA issue names, shared by the rows that time the
+// The movement lists the GPU targets name, shared by the rows that time the
 // GPU move_data (cuda_cases.cpp) and its host-side planning
 // (gpu_planning_cases.cpp), so that both measure the very same plans.
 

@@ -26,8 +26,8 @@
 #include <thread>
 #include <vector>
 
-#include "cpu/thread_count.hpp"
-#include "cpu/thread_pool.hpp"
+#include "cpu/threads/thread_count.hpp"
+#include "cpu/threads/thread_pool.hpp"
 
 namespace cpu = mtsarray::detail::cpu;
 using Clock = std::chrono::steady_clock;

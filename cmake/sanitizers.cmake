@@ -4,7 +4,7 @@
 #
 #   MTSARRAY_SANITIZE          ""      | address (ASan + UBSan) | thread (TSan)
 #   MTSARRAY_BUILD_FUZZERS     OFF     libFuzzer targets in tests/fuzz (clang only)
-#   MTSARRAY_TEST_HOOKS        OFF     src/fault_injection.cpp, src/test_hooks.cpp:
+#   MTSARRAY_TEST_HOOKS        OFF     src/base/fault_injection.cpp, src/api/test_hooks.cpp:
 #                                      the exported mtsarray_test_* functions
 #                                      (fault injection, live-array count)
 #
@@ -38,7 +38,7 @@ if(_mtsarray_sanitizer_flags)
     add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${_mtsarray_sanitizer_flags};-g>")
     add_link_options(${_mtsarray_sanitizer_flags})
     if(CMAKE_C_COMPILER_ID MATCHES "Clang")
-        # a C program (tests/c_api.c) linking the C++ library needs the C++
+        # a C program (tests/api/c_api_test.c) linking the C++ library needs the C++
         # parts of the sanitizer runtimes (UBSan's vptr checks), which clang
         # only links for C++ by default (and they need libstdc++ itself)
         add_link_options("$<$<LINK_LANGUAGE:C>:-fsanitize-link-c++-runtime;-lstdc++>")
@@ -61,7 +61,7 @@ endif()
 
 if(MTSARRAY_TEST_HOOKS)
     # every target (the library, the CUDA/HIP objects, the tests) sees the
-    # same src/fault_injection.hpp; without it the hooks compile to nothing
+    # same src/base/fault_injection.hpp; without it the hooks compile to nothing
     add_compile_definitions(MTSARRAY_TEST_HOOKS=1)
 endif()
 
@@ -70,8 +70,8 @@ endif()
 function(mtsarray_add_test_hooks target)
     if(MTSARRAY_TEST_HOOKS)
         target_sources(${target} PRIVATE
-            ${PROJECT_SOURCE_DIR}/src/fault_injection.cpp
-            ${PROJECT_SOURCE_DIR}/src/test_hooks.cpp)
+            ${PROJECT_SOURCE_DIR}/src/base/fault_injection.cpp
+            ${PROJECT_SOURCE_DIR}/src/api/test_hooks.cpp)
         message(STATUS "mtsarray: test hooks compiled in (fault injection, live-array count; test-only build)")
     endif()
 endfunction()

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "cpu/parallel_split.hpp"
+#include "cpu/threads/parallel_split.hpp"
 
 namespace mtsarray::detail::cpu {
 

@@ -1,7 +1,7 @@
 // The CPU backend: synchronous work on host memory. It also computes on
 // every host-accessible GPU memory type (pinned, managed), see
-// backend_registry.cpp. Large copies, fills, gathers and transposes are
-// split between the threads of cpu/thread_pool.hpp (cpu/parallel_split.hpp
+// core/backend_registry.cpp. Large copies, fills, gathers and transposes are
+// split between the threads of cpu/threads/thread_pool.hpp (cpu/threads/parallel_split.hpp
 // says when and how); each operation first asks how many threads it may use,
 // which also reports an invalid thread count in the environment before
 // anything is written.
@@ -11,16 +11,16 @@
 #include <cstring>
 #include <string>
 
-#include "backend_registry.hpp"
+#include "cpu/cpu_backend.hpp"
 #include "cpu/copy.hpp"
 #include "cpu/fill.hpp"
-#include "cpu/gather.hpp"
+#include "cpu/move_data.hpp"
 #include "cpu/huge_pages.hpp"
-#include "cpu/parallel_split.hpp"
+#include "cpu/threads/parallel_split.hpp"
 #include "cpu/strided_copy.hpp"
-#include "device.hpp"
-#include "error.hpp"
-#include "fault_injection.hpp"
+#include "base/device.hpp"
+#include "base/error.hpp"
+#include "base/fault_injection.hpp"
 
 namespace mtsarray::detail {
 
@@ -104,7 +104,7 @@ public:
 
     void move_data(const Stream&, void* output, const void* input, const Stream&,
                    const MovePlan& plan) const override {
-        cpu::gather(output, input, plan);
+        cpu::move_data(output, input, plan);
     }
 
     void strided_copy(const Stream&, void* destination, const StridedView& source) const override {

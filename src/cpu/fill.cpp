@@ -4,8 +4,8 @@
 #include <cstring>
 #include <string>
 
-#include "cpu/parallel_split.hpp"
-#include "error.hpp"
+#include "cpu/threads/parallel_split.hpp"
+#include "base/error.hpp"
 
 namespace mtsarray::detail::cpu {
 

@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "cpu/environment_value.hpp"
-#include "error.hpp"
+#include "base/error.hpp"
 
 #if defined(__linux__)
 #include <sys/mman.h>

@@ -1,5 +1,5 @@
 #pragma once
-#include "backend.hpp"
+#include "base/backend.hpp"
 #include "cpu/cpu_features.hpp"
 
 namespace mtsarray::detail::cpu {

@@ -1,9 +1,9 @@
 // The CUDA backend: GpuBackend (src/gpu) instantiated with the CUDA runtime
 // traits. This is the only translation unit nvcc compiles for mtsarray.
 
-#include "../backend_registry.hpp"
-#include "../gpu/gpu_backend.hpp"
-#include "cuda_runtime.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "gpu/gpu_backend.hpp"
+#include "cuda/cuda_runtime.hpp"
 
 namespace mtsarray::detail {
 

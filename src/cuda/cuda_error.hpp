@@ -6,7 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../gpu/runtime_error.hpp"
+#include "gpu/runtime_error.hpp"
 
 /// Throws unless `call` returns cudaSuccess.
 #define MTSARRAY_CUDA_CHECK(call) \

@@ -11,9 +11,9 @@
 #include <cuda_runtime_api.h>
 #include <metatensor.h>
 
-#include "../error.hpp"
-#include "../stream.hpp"
-#include "cuda_error.hpp"
+#include "base/error.hpp"
+#include "base/stream.hpp"
+#include "cuda/cuda_error.hpp"
 
 namespace mtsarray::detail {
 namespace cuda {

@@ -26,8 +26,8 @@
 #include <thread>
 #include <utility>
 
-#include "../stream.hpp"
-#include "event_pool.hpp"
+#include "base/stream.hpp"
+#include "gpu/event_pool.hpp"
 
 namespace mtsarray::detail {
 namespace gpu {

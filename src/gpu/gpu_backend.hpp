@@ -78,20 +78,20 @@
 #include <string>
 #include <vector>
 
-#include "../backend.hpp"
-#include "../device.hpp"
-#include "../error.hpp"
-#include "../fault_injection.hpp"
-#include "deferred_work.hpp"
-#include "device_guard.hpp"
-#include "event_pool.hpp"
-#include "fill_kernels.hpp"
-#include "move_data_kernels.hpp"
-#include "move_data_table.hpp"
-#include "pinned_staging_pool.hpp"
-#include "runtime_error.hpp"
-#include "strided_copy_kernels.hpp"
-#include "vector_units.hpp"
+#include "base/backend.hpp"
+#include "base/device.hpp"
+#include "base/error.hpp"
+#include "base/fault_injection.hpp"
+#include "gpu/deferred_work.hpp"
+#include "gpu/device_guard.hpp"
+#include "gpu/event_pool.hpp"
+#include "gpu/fill.hpp"
+#include "gpu/move_data.hpp"
+#include "gpu/move_data_table.hpp"
+#include "gpu/pinned_staging_pool.hpp"
+#include "gpu/runtime_error.hpp"
+#include "gpu/strided_copy.hpp"
+#include "gpu/vector_units.hpp"
 
 namespace mtsarray::detail {
 namespace gpu {

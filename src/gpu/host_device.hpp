@@ -6,7 +6,7 @@
 // compilers see nothing.
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
-#include "kernel_language.hpp"
+#include "gpu/kernel_language.hpp"
 #define MTSARRAY_HOST_DEVICE __host__ __device__
 #else
 #define MTSARRAY_HOST_DEVICE

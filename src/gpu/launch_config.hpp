@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "host_device.hpp"
+#include "gpu/host_device.hpp"
 
 namespace mtsarray::detail {
 namespace gpu {

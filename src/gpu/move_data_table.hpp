@@ -15,7 +15,7 @@
 // Runs larger than max_entry_bytes are cut into entries of at most that many
 // bytes (whole rows when rows are short, pieces of a row when a row is long),
 // so that the work of one entry stays bounded whatever the plan: a team of
-// threads handles one entry at a time (move_data_kernels.hpp).
+// threads handles one entry at a time (gpu/move_data.hpp).
 //
 // Building the table is the host work of every GPU move_data call, for
 // every movement: one pass over the caller's movements checks each one
@@ -25,8 +25,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../move_plan.hpp"
-#include "host_device.hpp"
+#include "base/move_plan.hpp"
+#include "gpu/host_device.hpp"
 
 namespace mtsarray::detail {
 namespace gpu {
@@ -65,7 +65,7 @@ MTSARRAY_HOST_DEVICE inline uint32_t entry_rows(const MoveTableEntry& entry) {
 }
 
 /// Largest table a kernel launch takes by value, inside its parameters
-/// (move_data_kernels.hpp: they stay within 4 KiB); larger tables are
+/// (gpu/move_data.hpp: they stay within 4 KiB); larger tables are
 /// uploaded to device memory.
 constexpr uint32_t inline_move_table_capacity = 240;
 

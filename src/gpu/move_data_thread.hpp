@@ -1,5 +1,5 @@
 #pragma once
-// The work of one thread of the move_data kernel (move_data_kernels.hpp),
+// The work of one thread of the move_data kernel (gpu/move_data.hpp),
 // written as a function of its thread index so that it also runs on the
 // host: the unit tests run it for every thread of a grid, one after the
 // other, and compare the result with a reference (it needs no
@@ -21,9 +21,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "host_device.hpp"
-#include "move_data_table.hpp"
-#include "vector_units.hpp"
+#include "gpu/host_device.hpp"
+#include "gpu/move_data_table.hpp"
+#include "gpu/vector_units.hpp"
 
 namespace mtsarray::detail {
 namespace gpu {

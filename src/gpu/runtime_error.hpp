@@ -19,7 +19,7 @@
 #include <cstring>
 #include <string>
 
-#include "../error.hpp"
+#include "base/error.hpp"
 
 namespace mtsarray::detail {
 namespace gpu {

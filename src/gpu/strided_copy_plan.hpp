@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "../backend.hpp"
-#include "../error.hpp"
-#include "vector_units.hpp"
+#include "base/backend.hpp"
+#include "base/error.hpp"
+#include "gpu/vector_units.hpp"
 
 namespace mtsarray::detail {
 namespace gpu {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "host_device.hpp"
+#include "gpu/host_device.hpp"
 
 namespace mtsarray::detail {
 namespace gpu {

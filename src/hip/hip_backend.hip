@@ -2,9 +2,9 @@
 // traits. This is the only translation unit the HIP compiler builds for
 // mtsarray.
 
-#include "../backend_registry.hpp"
-#include "../gpu/gpu_backend.hpp"
-#include "hip_runtime.hpp"
+#include "hip/hip_backend.hpp"
+#include "gpu/gpu_backend.hpp"
+#include "hip/hip_runtime.hpp"
 
 namespace mtsarray::detail {
 

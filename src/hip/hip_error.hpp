@@ -6,7 +6,7 @@
 
 #include <hip/hip_runtime_api.h>
 
-#include "../gpu/runtime_error.hpp"
+#include "gpu/runtime_error.hpp"
 
 /// Throws unless `call` returns hipSuccess.
 #define MTSARRAY_HIP_CHECK(call) \

@@ -18,9 +18,9 @@
 #include <metatensor.h>
 #include <unistd.h>
 
-#include "../error.hpp"
-#include "../stream.hpp"
-#include "hip_error.hpp"
+#include "base/error.hpp"
+#include "base/stream.hpp"
+#include "hip/hip_error.hpp"
 
 namespace mtsarray::detail {
 namespace hip {

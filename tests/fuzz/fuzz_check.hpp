@@ -21,7 +21,7 @@
 #if defined(MTSARRAY_TEST_HOOKS) && MTSARRAY_TEST_HOOKS
 #include <cstdint>
 
-#include "test_hooks_api.h"
+#include "support/test_hooks_api.h"
 
 /// Declared first in a fuzz iteration, so that it is destroyed last: the
 /// iteration must leave as many live arrays as it found (no leak on any

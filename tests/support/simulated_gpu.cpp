@@ -7,12 +7,12 @@
 #include <string>
 #include <utility>
 
-#include "backend_registry.hpp"
+#include "core/backend_registry.hpp"
 #include "cpu/fill.hpp"
 #include "cpu/strided_copy.hpp"
-#include "device.hpp"
-#include "error.hpp"
-#include "move_plan.hpp"
+#include "base/device.hpp"
+#include "base/error.hpp"
+#include "base/move_plan.hpp"
 
 namespace mtsarray_test {
 

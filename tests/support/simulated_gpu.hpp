@@ -35,7 +35,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend.hpp"
+#include "base/backend.hpp"
 
 namespace mtsarray_test {
 

@@ -1,0 +1,200 @@
+// The public C API (include/mtsarray.h). Every function runs through `guard`
+// and leaves its outputs untouched on error.
+
+#include "mtsarray.h"
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/installed_allocator.hpp"
+#include "core/array_registry.hpp"
+#include "core/backend_registry.hpp"
+#include "api/c_boundary.hpp"
+#include "api/callbacks.hpp"
+#include "cpu/threads/thread_count.hpp"
+#include "base/device.hpp"
+#include "base/dtype.hpp"
+#include "base/error.hpp"
+#include "operations/operations.hpp"
+#include "api/tensormap_to.hpp"
+
+using namespace mtsarray::detail;
+
+namespace {
+
+auto context(const char* function) {
+    return [function]() { return std::string(function); };
+}
+
+Array& array_of(const mts_array_t* array) {
+    check_not_null(array, "array");
+    MTSARRAY_EXPECTS(is_mtsarray(*array), "array was not made by mtsarray (or was already destroyed)");
+    return *find_array(array->ptr);
+}
+
+}  // namespace
+
+extern "C" {
+
+mts_status_t mtsarray_zeros(DLDevice device, DLDataType dtype, const uintptr_t* shape, uintptr_t shape_count,
+                            mts_array_t* array) {
+    return guard(context("mtsarray_zeros"), [&] {
+        check_not_null(array, "array");
+        const unsigned char zero[max_element_size] = {};
+        *array = to_mts_array(make_filled(dtype, shape_argument(shape, shape_count), zero, Stream::default_for(device)));
+    });
+}
+
+mts_status_t mtsarray_full(DLDevice device, DLDataType dtype, const uintptr_t* shape, uintptr_t shape_count,
+                           const void* value, mts_array_t* array) {
+    return guard(context("mtsarray_full"), [&] {
+        check_not_null(array, "array");
+        check_not_null(value, "value");
+        *array = to_mts_array(make_filled(dtype, shape_argument(shape, shape_count), value, Stream::default_for(device)));
+    });
+}
+
+mts_status_t mtsarray_wrap(void* data, DLDevice device, DLDataType dtype, const uintptr_t* shape,
+                           uintptr_t shape_count, void (*deleter)(void* context), void* context_pointer,
+                           mts_array_t* array) {
+    return guard(context("mtsarray_wrap"), [&] {
+        check_not_null(array, "array");
+        check_dtype(dtype);
+        check_device_usable(device);
+        auto dimensions = shape_argument(shape, shape_count);
+        const size_t count = checked_element_count(dimensions, element_size(dtype));
+        MTSARRAY_EXPECTS(data != nullptr || count == 0, "data is NULL for a non-empty array");
+        // on any error the memory stays the caller's and the deleter is not
+        // called: it is armed only once the array exists
+        struct Release {
+            void (*deleter)(void*);
+            void* context;
+            bool armed;
+        };
+        auto release = std::make_shared<Release>(Release{deleter, context_pointer, false});
+        auto buffer = Buffer::external(data, count * element_size(dtype), device, [release]() {
+            if (release->armed && release->deleter != nullptr) {
+                release->deleter(release->context);
+            }
+        });
+        auto wrapped = std::make_unique<Array>(std::move(buffer), dtype, std::move(dimensions),
+                                               Stream::default_for(device));
+        release->armed = true;
+        *array = to_mts_array(std::move(wrapped));
+    });
+}
+
+mts_status_t mtsarray_from_dlpack(DLManagedTensorVersioned* tensor, mts_array_t* array) {
+    return guard(context("mtsarray_from_dlpack"), [&] {
+        auto imported = from_dlpack(tensor);  // owns the tensor, even on error
+        check_not_null(array, "array");
+        *array = to_mts_array(std::move(imported));
+    });
+}
+
+mts_status_t mtsarray_set_stream(const mts_array_t* array, int64_t stream) {
+    return guard(context("mtsarray_set_stream"), [&] {
+        auto& target = array_of(array);
+        target.set_stream(Stream::parse(target.device(), stream));
+    });
+}
+
+mts_status_t mtsarray_get_stream(const mts_array_t* array, int64_t* stream) {
+    return guard(context("mtsarray_get_stream"), [&] {
+        check_not_null(stream, "stream");
+        *stream = array_of(array).stream().number();
+    });
+}
+
+mts_status_t mtsarray_synchronize(const mts_array_t* array) {
+    return guard(context("mtsarray_synchronize"), [&] {
+        const auto& target = array_of(array);
+        if (!target.stream().is_none()) {
+            target.memory_backend().synchronize(target.stream());
+        }
+    });
+}
+
+mts_status_t mtsarray_data(const mts_array_t* array, void** data) {
+    return guard(context("mtsarray_data"), [&] {
+        check_not_null(data, "data");
+        const auto& target = array_of(array);
+        // the caller may write through the pointer
+        target.hand_out_writable_pointer();
+        *data = target.data();
+    });
+}
+
+mts_status_t mtsarray_is_mtsarray(const mts_array_t* array, bool* result) {
+    return guard(context("mtsarray_is_mtsarray"), [&] {
+        check_not_null(array, "array");
+        check_not_null(result, "result");
+        *result = is_mtsarray(*array);
+    });
+}
+
+mts_status_t mtsarray_backend_available(DLDeviceType device_type, bool* available) {
+    return guard(context("mtsarray_backend_available"), [&] {
+        check_not_null(available, "available");
+        *available = unavailable_reason(device_type).empty();
+    });
+}
+
+const char* mtsarray_backend_unavailable_reason(DLDeviceType device_type) {
+    // one message per device type, computed once and kept for the program's life
+    static std::mutex mutex;
+    static auto* reasons = new std::map<int, std::string>();
+    try {
+        std::lock_guard<std::mutex> lock(mutex);
+        auto found = reasons->find(device_type);
+        if (found == reasons->end()) {
+            found = reasons->emplace(device_type, unavailable_reason(device_type)).first;
+        }
+        return found->second.c_str();
+    } catch (...) {
+        return "could not determine the backend's availability";
+    }
+}
+
+mts_status_t mtsarray_tensormap_to(const mts_tensormap_t* tensor, DLDevice device, int64_t stream,
+                                   mts_tensormap_t** result) {
+    return guard(context("mtsarray_tensormap_to"), [&] {
+        check_not_null(tensor, "tensor");
+        check_not_null(result, "result");
+        check_device_usable(device);
+        *result = tensormap_to(tensor, Stream::parse(device, stream));
+    });
+}
+
+mts_status_t mtsarray_set_allocator(DLDeviceType device_type, const mtsarray_allocator_t* allocator) {
+    return guard(context("mtsarray_set_allocator"), [&] { set_user_allocator(device_type, allocator); });
+}
+
+mts_status_t mtsarray_release_cached_memory(DLDevice device) {
+    return guard(context("mtsarray_release_cached_memory"), [&] {
+        const auto& backend = memory_backend(device.device_type);
+        if (backend.available()) {
+            backend.check_device(device);
+            backend.release_cached_memory(device);
+        }
+    });
+}
+
+mts_status_t mtsarray_set_num_threads(int32_t count) {
+    return guard(context("mtsarray_set_num_threads"), [&] { cpu::set_thread_count(count); });
+}
+
+mts_status_t mtsarray_get_num_threads(int32_t* count) {
+    return guard(context("mtsarray_get_num_threads"), [&] {
+        check_not_null(count, "count");
+        *count = static_cast<int32_t>(cpu::thread_count());
+    });
+}
+
+const char* mtsarray_version(void) {
+    return MTSARRAY_VERSION;
+}
+
+}  // extern "C"

@@ -1,0 +1,345 @@
+#pragma once
+// MovePlan: the coalesced form of a move_data call, shared by every backend.
+//
+// An array of shape [samples, c1, ..., ck, properties] is seen as a matrix of
+// rows (one row per (sample, component) pair, row = sample * C + c with
+// C = c1 * ... * ck) and `properties` columns. One movement copies C rows of
+// `properties_length` elements; movements whose rows follow each other in
+// both arrays with the same property ranges merge into one run, and runs that
+// cover whole rows on both sides collapse into one contiguous copy.
+//
+// Validation. The constructor checks the shapes only; the movements are
+// checked by `validate()` (one pass, for backends that then copy as they
+// iterate, like the CPU) or while iterating with `for_each_valid_run` (for
+// backends that first build a table, like the GPUs: the table is the only
+// thing written before the last movement is checked, so one pass over the
+// caller's movements does both). Either way a backend checks every movement
+// before anything is written or queued, and reports a bad one with the error
+// of `validate()`, which names it.
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include <metatensor.h>
+
+#include "base/shape.hpp"
+
+namespace mtsarray::detail {
+
+/// `rows` copies of `bytes` bytes; row r reads at input_offset + r *
+/// input_row_stride and writes at output_offset + r * output_row_stride
+/// (offsets in bytes from each array's first element).
+struct MoveRun {
+    uint64_t input_offset;
+    uint64_t output_offset;
+    uint64_t bytes;
+    uint64_t rows;
+};
+
+/// What `validate()` learns on its way over the movements, for backends
+/// that split the copy between threads.
+struct MoveSummary {
+    /// Bytes the movements copy in all (wraps around only for absurd
+    /// movement lists; used to pick how many threads to use).
+    uint64_t bytes;
+    /// Each movement writes a higher output sample than the one before, so
+    /// no two movements write the same bytes: they may run in any order.
+    bool output_samples_increase;
+    /// There is at least one movement, and each one continues the one before
+    /// (next input and output sample, same property ranges): the plan is a
+    /// single run, `single_run()`.
+    bool one_run;
+};
+
+/// The sizes a movement must fit in: samples and properties of the input and
+/// the output. A value, so that a loop over the movements can keep it in
+/// registers (a member read through the plan is reloaded after every store
+/// the loop makes, which the compiler cannot prove does not alias it).
+struct MoveBounds {
+    uintptr_t samples_in;
+    uintptr_t samples_out;
+    uintptr_t properties_in;
+    uintptr_t properties_out;
+
+    /// The exact check of one movement (no overflow for any field value).
+    bool contain(const mts_data_movement_t& movement) const noexcept {
+        return (movement.sample_in < samples_in) & (movement.sample_out < samples_out) &
+               (movement.properties_start_in <= properties_in) &
+               (movement.properties_length <= properties_in - movement.properties_start_in) &
+               (movement.properties_start_out <= properties_out) &
+               (movement.properties_length <= properties_out - movement.properties_start_out);
+    }
+};
+
+/// What validate()'s pass over some of the movements saw (the top bits of
+/// each word flag; move_plan.cpp says how).
+struct MoveScan {
+    uint64_t out_of_range;  // a movement may be out of range: the exact check decides
+    uint64_t not_one_run;   // zero: the movements continue the first one, all of them
+    uint64_t out_of_order;  // top bits: an output sample did not increase
+    uint64_t elements;      // properties_length, added up
+};
+
+/// A plan borrows the caller's movements: it lives inside one move_data call.
+class MovePlan {
+public:
+    /// Checks that both shapes have at least two axes (samples, properties)
+    /// and the same component axes, and that `movements` is not NULL when
+    /// `movements_count` is not 0; throws Error otherwise. The movements
+    /// themselves are not read here.
+    MovePlan(const Shape& output_shape,
+             const Shape& input_shape,
+             size_t element_size,
+             const mts_data_movement_t* movements,
+             size_t movements_count)
+        : movements_(movements), movements_count_(movements_count), element_size_(element_size) {
+        // inline: this is on the path of every call; the messages are built
+        // by reject(), out of line
+        const size_t axes = input_shape.size();
+        if (axes < 2 || output_shape.size() != axes || (movements == nullptr && movements_count != 0)) {
+            reject(output_shape, input_shape, movements, movements_count);
+        }
+        for (size_t axis = 1; axis + 1 < axes; axis++) {
+            if (input_shape[axis] != output_shape[axis]) {
+                reject(output_shape, input_shape, movements, movements_count);
+            }
+            components_ *= input_shape[axis];
+        }
+        samples_in_ = input_shape.front();
+        samples_out_ = output_shape.front();
+        properties_in_ = input_shape.back();
+        properties_out_ = output_shape.back();
+        input_row_stride_ = properties_in_ * element_size;
+        output_row_stride_ = properties_out_ * element_size;
+        input_sample_stride_ = components_ * input_row_stride_;
+        output_sample_stride_ = components_ * output_row_stride_;
+    }
+
+    /// Checks every movement against both shapes; throws Error naming the
+    /// first bad one (its index and field).
+    MoveSummary validate() const;
+
+    /// validate() in parts, which may run at the same time (long lists on
+    /// a thread pool): scan_part() for consecutive [begin, end) ranges
+    /// covering the movements, in any order, then summarize() their scans
+    /// (throws validate()'s error). `begin < end <= movements_count()`.
+    /// One movement at a time, in portable code; a backend may scan faster
+    /// as long as it gives the same MoveScan (base/move_scan.hpp).
+    MoveScan scan_part(size_t begin, size_t end) const noexcept;
+    MoveSummary summarize(const MoveScan* parts, size_t count) const;
+
+    /// The plan of movements [begin, end) only (same arrays, same checks);
+    /// `end <= movements_count()`.
+    MovePlan slice(size_t begin, size_t end) const noexcept {
+        MovePlan part = *this;
+        part.movements_ = movements_ + begin;
+        part.movements_count_ = end - begin;
+        return part;
+    }
+
+    /// The exact check of one movement, without building a message
+    /// (validate() names the bad one).
+    bool in_range(const mts_data_movement_t& movement) const noexcept { return bounds().contain(movement); }
+    MoveBounds bounds() const noexcept { return {samples_in_, samples_out_, properties_in_, properties_out_}; }
+
+    /// Movement `index` and its run before coalescing.
+    const mts_data_movement_t& movement(size_t index) const noexcept { return movements_[index]; }
+    MoveRun run_of(const mts_data_movement_t& movement) const noexcept {
+        return {(movement.sample_in * input_sample_stride_) + movement.properties_start_in * element_size_,
+                (movement.sample_out * output_sample_stride_) + movement.properties_start_out * element_size_,
+                movement.properties_length * element_size_, components_};
+    }
+    /// The whole plan as one run, when validate() says it is one
+    /// (MoveSummary::one_run); whole rows on both sides make it one
+    /// contiguous block.
+    MoveRun single_run() const noexcept {
+        MoveRun run = run_of(movements_[0]);
+        run.rows *= movements_count_;
+        if (run.bytes == input_row_stride_ && run.bytes == output_row_stride_) {
+            run.bytes *= run.rows;
+            run.rows = 1;
+        }
+        return run;
+    }
+
+    /// Output samples (the first axis of the output).
+    uintptr_t output_samples() const noexcept { return samples_out_; }
+    /// Rows per sample (the product of the component axes), and the bytes
+    /// between consecutive samples of the input / output.
+    uint64_t components() const noexcept { return components_; }
+    uint64_t input_sample_stride() const noexcept { return input_sample_stride_; }
+    uint64_t output_sample_stride() const noexcept { return output_sample_stride_; }
+
+    /// Calls `visit(const MoveRun&)` for every coalesced run, in order,
+    /// without storing them. The movements must have been validated.
+    template <typename Visit>
+    [[gnu::always_inline]] void for_each_run(Visit&& visit) const {
+        (void)iterate_runs</*check=*/false>(visit);
+    }
+
+    /// Same, checking each movement as it comes: stops and returns false at
+    /// the first invalid one (after visiting the runs before it), true when
+    /// all were valid. Call `validate()` for the error to report.
+    template <typename Visit>
+    [[gnu::always_inline]] bool for_each_valid_run(Visit&& visit) const {
+        return iterate_runs</*check=*/true>(visit);
+    }
+
+    /// Bytes between consecutive rows of the input / output.
+    uint64_t input_row_stride() const noexcept { return input_row_stride_; }
+    uint64_t output_row_stride() const noexcept { return output_row_stride_; }
+    /// Bytes spanned by the input / output: every offset stays below.
+    uint64_t input_bytes() const noexcept { return samples_in_ * components_ * input_row_stride_; }
+    uint64_t output_bytes() const noexcept { return samples_out_ * components_ * output_row_stride_; }
+    size_t element_size() const noexcept { return element_size_; }
+    size_t movements_count() const noexcept { return movements_count_; }
+    /// No movement, or no row to copy (an empty component axis): nothing can
+    /// be written, whatever the movements say. (Movements of length 0 only
+    /// make a plan without runs, which this does not look for.)
+    bool trivially_empty() const noexcept { return movements_count_ == 0 || components_ == 0; }
+
+private:
+    // Inlined into its caller, where `visit` is a local: the visitor's
+    // fields then stay in registers through the loop (the table writer of
+    // the GPU backends keeps its count and sums there).
+    template <bool Check, typename Visit>
+    [[gnu::always_inline]] inline bool iterate_runs(Visit& visit) const;
+
+    /// Movements iterate_runs<true> screens at a time.
+    static constexpr size_t check_block = 128;
+    /// validate()'s conservative test on [begin, end): false when every
+    /// movement is surely in range, true when one may not be (the exact
+    /// check decides).
+    bool may_be_out_of_range(const mts_data_movement_t* begin, const mts_data_movement_t* end) const noexcept;
+
+    /// validate()'s slow path: throws the error naming the first movement
+    /// out of range, if there is one.
+    [[gnu::noinline, gnu::cold]] void check_exactly() const;
+
+    /// The constructor's error: throws the message naming what is wrong.
+    [[noreturn, gnu::noinline, gnu::cold]] static void reject(const Shape& output_shape,
+                                                            const Shape& input_shape,
+                                                            const mts_data_movement_t* movements,
+                                                            size_t movements_count);
+
+    const mts_data_movement_t* movements_;
+    size_t movements_count_;
+    uintptr_t samples_in_ = 0;
+    uintptr_t samples_out_ = 0;
+    uintptr_t properties_in_ = 0;
+    uintptr_t properties_out_ = 0;
+    uint64_t components_ = 1;
+    uint64_t input_row_stride_ = 0;
+    uint64_t output_row_stride_ = 0;
+    uint64_t input_sample_stride_ = 0;   // components_ rows
+    uint64_t output_sample_stride_ = 0;
+    size_t element_size_ = 0;
+};
+
+template <bool Check, typename Visit>
+inline bool MovePlan::iterate_runs(Visit& visit) const {
+    const MoveBounds bounds = this->bounds();
+    if (components_ == 0) {
+        // no row to copy; the movements still have to be valid
+        if (Check) {
+            for (size_t i = 0; i < movements_count_; i++) {
+                if (!bounds.contain(movements_[i])) {
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+    // Locals: the visitor's stores (table entries, copies) could alias the
+    // plan, and the compiler would load every field again after each one.
+    // This loop is the cost of each movement of in-order copies.
+    const uint64_t input_sample = input_sample_stride_;
+    const uint64_t output_sample = output_sample_stride_;
+    const uint64_t element = element_size_;
+    const uint64_t rows = components_;
+    const mts_data_movement_t* movement = movements_;
+    const mts_data_movement_t* const end = movements_ + movements_count_;
+    // whole rows on both sides (a run copies at least one byte per row):
+    // the run is one contiguous block
+    const uint64_t whole_rows = input_row_stride_ == output_row_stride_ ? input_row_stride_ : 0;
+    auto collapse = [&](MoveRun run) {
+        if (run.bytes == whole_rows) {
+            run.bytes *= run.rows;
+            run.rows = 1;
+        }
+        return run;
+    };
+
+    // the first movement with something to copy starts the first run
+    for (;; movement++) {
+        if (movement == end) {
+            return true;
+        }
+        if (Check && !bounds.contain(*movement)) {
+            return false;
+        }
+        if (movement->properties_length != 0) {
+            break;
+        }
+    }
+    MoveRun run = {movement->sample_in * input_sample + movement->properties_start_in * element,
+                   movement->sample_out * output_sample + movement->properties_start_out * element,
+                   movement->properties_length * element, rows};
+    // where the next rows of the run would start: a movement starting
+    // there, as wide, extends it
+    uint64_t input_end = run.input_offset + input_sample;
+    uint64_t output_end = run.output_offset + output_sample;
+    // The rest, when checking, in blocks: a quick pass first asks, without a
+    // branch per movement, whether any movement of the block may be out of
+    // range (out of line, on vector registers); only a flagged block is
+    // checked movement by movement, which stops at the first bad one. Either
+    // way no run is visited before every movement before the bad one is
+    // checked, and the block is still in L1 for the second pass.
+    auto extend = [&](const mts_data_movement_t* from, const mts_data_movement_t* to, auto check) {
+        for (; from != to; from++) {
+            if (decltype(check)::value && !bounds.contain(*from)) {
+                return false;
+            }
+            const uint64_t bytes = from->properties_length * element;
+            if (bytes == 0) {
+                continue;
+            }
+            const uint64_t input_offset = from->sample_in * input_sample + from->properties_start_in * element;
+            const uint64_t output_offset = from->sample_out * output_sample + from->properties_start_out * element;
+            if (input_offset == input_end && output_offset == output_end && bytes == run.bytes) {
+                run.rows += rows;
+            } else {
+                visit(collapse(run));
+                run = {input_offset, output_offset, bytes, rows};
+            }
+            input_end = input_offset + input_sample;
+            output_end = output_offset + output_sample;
+        }
+        return true;
+    };
+    using checked = std::integral_constant<bool, true>;
+    using unchecked = std::integral_constant<bool, false>;
+    movement++;
+    if constexpr (!Check) {
+        extend(movement, end, unchecked());
+    } else {
+        while (movement != end) {
+            const mts_data_movement_t* const block_end =
+                static_cast<size_t>(end - movement) > check_block ? movement + check_block : end;
+            if (may_be_out_of_range(movement, block_end)) {
+                if (!extend(movement, block_end, checked())) {
+                    return false;
+                }
+            } else {
+                extend(movement, block_end, unchecked());
+            }
+            movement = block_end;
+        }
+    }
+    visit(collapse(run));
+    return true;
+}
+
+}  // namespace mtsarray::detail

@@ -1,0 +1,155 @@
+#include "core/buffer.hpp"
+
+#include <cstdio>
+#include <exception>
+#include <utility>
+
+#include "core/backend_registry.hpp"
+#include "core/installed_allocator.hpp"
+#include "base/device.hpp"
+#include "base/fault_injection.hpp"
+
+namespace mtsarray::detail {
+
+std::shared_ptr<Buffer> Buffer::allocate(const Stream& stream, size_t bytes) {
+    auto allocator = current_allocator(stream.device().device_type);
+    void* data = allocator->allocate(stream, bytes);
+    try {
+        fault_injection::check("allocate");  // the holder's own host allocation
+        // one allocation for the Buffer and its reference count: arrays are
+        // made often (create, copy, swap_axes), and each host allocation
+        // costs
+        return std::make_shared<Buffer>(Key{}, data, bytes, stream, allocator);
+    } catch (...) {
+        allocator->deallocate(stream, data, bytes);
+        throw;
+    }
+}
+
+std::shared_ptr<Buffer> Buffer::external(void* data, size_t bytes, DLDevice device,
+                                         std::function<void()> release) {
+    // `release` becomes ours only once the holder exists: if anything above
+    // throws, the memory is still the caller's
+    fault_injection::check("allocate");
+    auto shared = std::make_shared<Buffer>(Key{}, data, bytes, Stream::default_for(device), nullptr);
+    shared->release_ = std::move(release);
+    return shared;
+}
+
+Buffer::Buffer(Key, void* data, size_t bytes, Stream stream, std::shared_ptr<const Allocator> allocator)
+    : data_(data), bytes_(bytes), device_(stream.device()), host_memory_(is_host_accessible(device_.device_type)),
+      allocator_(std::move(allocator)), release_stream_(stream) {}
+
+void Buffer::set_device_release_stream(const Stream& stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_stream_ = stream;
+}
+
+void Buffer::record_device_use(const Stream& stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stream == release_stream_) {
+        return;  // the free is queued behind it anyway
+    }
+    auto marker = memory_backend(stream.device().device_type).mark(stream);
+    for (auto& use : uses_) {
+        if (use.first == stream) {
+            use.second = std::move(marker);  // the newest mark covers the older ones
+            return;
+        }
+    }
+    uses_.emplace_back(stream, std::move(marker));
+}
+
+void Buffer::mark_writable_pointer_escaped() noexcept {
+    escaped_.store(true, std::memory_order_release);
+}
+
+bool Buffer::writable_pointer_escaped() const noexcept {
+    return escaped_.load(std::memory_order_acquire);
+}
+
+namespace {
+
+// Everything a buffer needs to give its memory back, so that the work can
+// outlive the Buffer when it has to wait for a graph capture to end.
+struct GiveBack {
+    void* data;
+    size_t bytes;
+    std::shared_ptr<const Allocator> allocator;  // nullptr: external memory
+    std::function<void()> release;
+    Stream stream;
+    std::vector<std::pair<Stream, std::shared_ptr<const StreamMarker>>> uses;
+
+    void operator()() noexcept {
+        const Backend* backend = nullptr;
+        try {
+            backend = &memory_backend(stream.device().device_type);
+            for (const auto& use : uses) {
+                if (use.second != nullptr) {
+                    backend->wait(stream, *use.second);
+                }
+            }
+        } catch (const std::exception& error) {
+            // Could not order the free after another stream's use (a runtime
+            // failure): waiting on the host is the only safe way left.
+            std::fprintf(stderr, "mtsarray: %s; waiting for the device before freeing memory\n", error.what());
+            for (const auto& use : uses) {
+                try {
+                    if (backend != nullptr) {
+                        backend->synchronize(use.first);
+                    }
+                } catch (...) {
+                }
+            }
+        }
+
+        if (allocator != nullptr) {
+            allocator->deallocate(stream, data, bytes);
+            return;
+        }
+        if (!release) {
+            return;
+        }
+        if (stream.is_none() || backend == nullptr) {
+            release();
+            return;
+        }
+        try {
+            backend->release_after(stream, std::move(release));
+        } catch (const std::exception& error) {
+            // release_after leaves `release` with us when it fails
+            std::fprintf(stderr, "mtsarray: %s; waiting for the device before releasing memory\n", error.what());
+            try {
+                backend->synchronize(stream);
+            } catch (...) {
+            }
+            release();
+        }
+    }
+};
+
+}  // namespace
+
+Buffer::~Buffer() {
+    // no lock: the last holder is gone, nobody else can reach this buffer
+    if (allocator_ != nullptr && release_stream_.is_none() && uses_.empty()) {
+        // host memory (the common case): nothing to wait for
+        allocator_->deallocate(release_stream_, data_, bytes_);
+        return;
+    }
+    GiveBack give_back{data_, bytes_, std::move(allocator_), std::move(release_), release_stream_, std::move(uses_)};
+    if (release_stream_.is_none()) {
+        give_back();
+        return;
+    }
+    try {
+        std::function<void()> work = std::move(give_back);
+        if (!memory_backend(release_stream_.device().device_type).defer_while_capturing(release_stream_, work)) {
+            work();
+        }
+    } catch (const std::exception& error) {
+        std::fprintf(stderr, "mtsarray: %s; memory of a destroyed array was not given back\n", error.what());
+    }
+}
+
+}  // namespace mtsarray::detail

@@ -1,0 +1,105 @@
+#pragma once
+// Buffer: one reference-counted block of memory on one device. Arrays and
+// DLPack exports hold a shared_ptr to it; the memory goes back when the last
+// holder is gone, in stream order:
+//  - on its release stream (the owning array's work stream), after the work
+//    queued there;
+//  - and after the work of every other stream that used it, recorded with
+//    `record_use` (a marker each, waited on by the release stream before the
+//    free; PyTorch's recordStream does the same);
+// so that freeing never overtakes a read or a write still queued on the
+// device, and never blocks the host. Memory owned by someone else (wrapped,
+// imported) is handed back to its owner the same way, once that work is done.
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include <metatensor.h>
+
+#include "base/allocator.hpp"
+#include "base/backend.hpp"
+#include "base/stream.hpp"
+
+namespace mtsarray::detail {
+
+class Buffer {
+public:
+    /// New memory on `stream.device()`, allocated on `stream` by the
+    /// device's allocator (core/installed_allocator.hpp). Throws OutOfMemory / Error.
+    static std::shared_ptr<Buffer> allocate(const Stream& stream, size_t bytes);
+
+    /// Memory owned by someone else (mtsarray_wrap, an imported DLPack
+    /// tensor): `release` runs exactly once when the last holder is gone and
+    /// the device work using the memory is done (possibly on another
+    /// thread), and must not throw. If this throws, `release` is not called:
+    /// the memory is still the caller's.
+    static std::shared_ptr<Buffer> external(void* data, size_t bytes, DLDevice device,
+                                            std::function<void()> release);
+
+    /// Only Buffer's own functions can make a Key: the constructor is
+    /// public for std::make_shared alone.
+    class Key {
+        friend class Buffer;
+        Key() = default;
+    };
+    Buffer(Key, void* data, size_t bytes, Stream stream, std::shared_ptr<const Allocator> allocator);
+
+    ~Buffer();
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+
+    void* data() const noexcept { return data_; }
+    size_t bytes() const noexcept { return bytes_; }
+    DLDevice device() const noexcept { return device_; }
+    /// Memory owned by someone else (wrap, zero-copy import): they may write
+    /// to it behind our back.
+    bool is_external() const noexcept { return allocator_ == nullptr; }
+
+    /// The stream on which the memory is freed; follows the owning array's
+    /// work stream so that the free is ordered after the last work on it.
+    /// Host memory has no streams: nothing to follow (and no lock taken).
+    void set_release_stream(const Stream& stream) {
+        if (!host_memory_) {
+            set_device_release_stream(stream);
+        }
+    }
+
+    /// Work queued on `stream` so far uses this memory: the free waits for
+    /// it. No-op for the release stream itself and for host streams. Called
+    /// after queuing the work. Thread-safe.
+    void record_use(const Stream& stream) {
+        if (!stream.is_none()) {  // host work is finished when the call that did it returns
+            record_device_use(stream);
+        }
+    }
+
+    /// A pointer through which the data may be written left mtsarray's
+    /// control (mtsarray_data, a writable DLPack export): from now on no
+    /// host copy of the bytes can be trusted. Permanent; thread-safe.
+    void mark_writable_pointer_escaped() noexcept;
+    bool writable_pointer_escaped() const noexcept;
+
+private:
+    void record_device_use(const Stream& stream);
+    void set_device_release_stream(const Stream& stream);
+
+    void* data_;
+    size_t bytes_;
+    DLDevice device_;
+    bool host_memory_;  // host-accessible: its only stream is "none"
+    std::shared_ptr<const Allocator> allocator_;  // nullptr: external memory
+    std::function<void()> release_;               // external memory: how to give it back
+
+    std::atomic<bool> escaped_{false};
+
+    mutable std::mutex mutex_;  // guards what follows
+    Stream release_stream_;
+    std::vector<std::pair<Stream, std::shared_ptr<const StreamMarker>>> uses_;
+};
+
+}  // namespace mtsarray::detail

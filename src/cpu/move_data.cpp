@@ -1,0 +1,306 @@
+#include "cpu/move_data.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "base/fault_injection.hpp"
+#include "cpu/cpu_features.hpp"
+#include "cpu/move_data_avx2.hpp"
+#include "cpu/move_data_rows.hpp"
+#include "cpu/move_scan.hpp"
+#include "cpu/threads/parallel_split.hpp"
+
+namespace mtsarray::detail::cpu {
+
+namespace {
+
+// Pieces of the byte split start on cache lines: threads do not share one.
+constexpr size_t cache_line = 64;
+
+// Movement blocks handed to one task: at least this many movements, and at
+// least this many blocks per thread (dynamic scheduling evens out rows of
+// different lengths and threads slowed down by the rest of the machine).
+constexpr size_t min_block_movements = 64;
+constexpr size_t blocks_per_thread = 16;
+
+
+void copy_runs(const Arrays& arrays, const MovePlan& plan) {
+    plan.for_each_run([&](const MoveRun& run) { copy_run(arrays, run); });
+}
+
+// Each movement on its own, without looking for runs to merge: the
+// cheapest loop when movements are scattered (nothing would merge).
+// Movements of one call mostly have one length: `Bytes` is the first
+// movement's, copied with fixed-size code; any other goes through memcpy.
+template <size_t Bytes>
+[[gnu::noinline]] void copy_each_movement(const Arrays& arrays, const MovePlan& plan) {
+    // locals: the copies' stores could alias the structures behind the
+    // references, and the compiler would load these again every time
+    unsigned char* const output = arrays.output;
+    const unsigned char* const input = arrays.input;
+    const uint64_t output_row = arrays.output_row_stride;
+    const uint64_t input_row = arrays.input_row_stride;
+    const uint64_t input_sample = plan.input_sample_stride();
+    const uint64_t output_sample = plan.output_sample_stride();
+    const uint64_t element = plan.element_size();
+    const uint64_t rows = plan.components();
+    // mixed lengths (Bytes = 0) are not prefetched: no fixed size to fetch
+    const bool prefetch = Bytes != 0 && arrays.prefetch_inputs;
+    const mts_data_movement_t* movement = &plan.movement(0);
+    const mts_data_movement_t* const end = movement + plan.movements_count();
+    for (; movement != end; movement++) {
+        const uint64_t output_offset = movement->sample_out * output_sample + movement->properties_start_out * element;
+        const uint64_t input_offset = movement->sample_in * input_sample + movement->properties_start_in * element;
+        const uint64_t bytes = movement->properties_length * element;
+        if (prefetch) {
+            prefetch_later_input<Bytes>(movement, end, input, input_sample, element);
+        }
+        if (Bytes != 0 && bytes == Bytes) {
+            copy_fixed_rows<Bytes>(output + output_offset, input + input_offset, rows, output_row, input_row);
+        } else if (bytes != 0) {
+            copy_run(arrays, MoveRun{input_offset, output_offset, bytes, rows});
+        }
+    }
+}
+
+
+template <size_t Bytes>
+void copy_each_movement_dispatched(const Arrays& arrays, const MovePlan& plan) {
+#if defined(MTSARRAY_AVX2_GATHER)
+    if constexpr (Bytes >= 32 && Bytes % 32 == 0) {
+        if (cpu_has_avx2()) {
+            return copy_each_movement_avx2<Bytes>(arrays, plan);
+        }
+    }
+#endif
+    copy_each_movement<Bytes>(arrays, plan);
+}
+
+void copy_each_movement(const Arrays& arrays, const MovePlan& plan) {
+    if (plan.movements_count() == 0) {
+        return;
+    }
+    switch (plan.movement(0).properties_length * plan.element_size()) {
+    case 4: return copy_each_movement_dispatched<4>(arrays, plan);
+    case 8: return copy_each_movement_dispatched<8>(arrays, plan);
+    case 16: return copy_each_movement_dispatched<16>(arrays, plan);
+    case 32: return copy_each_movement_dispatched<32>(arrays, plan);
+    case 64: return copy_each_movement_dispatched<64>(arrays, plan);
+    case 128: return copy_each_movement_dispatched<128>(arrays, plan);
+    case 256: return copy_each_movement_dispatched<256>(arrays, plan);
+    case 512: return copy_each_movement_dispatched<512>(arrays, plan);
+    default: return copy_each_movement_dispatched<0>(arrays, plan);
+    }
+}
+
+// Up to this many movements, a move_data call takes the short path.
+constexpr size_t few_movements = 4;
+// Up to this many, movements that are not one run are copied one by one,
+// without looking for runs to merge: the look (and the walk over the runs it
+// finds) costs more than the few memcpy calls merging could save (the
+// "moves=10 ... scattered" row of mtsarray-bench's full sweep).
+constexpr size_t short_list_movements = 16;
+
+void copy_few_movements(const Arrays& arrays, const MovePlan& plan) {
+    for (size_t i = 0; i < plan.movements_count(); i++) {
+        const MoveRun run = plan.run_of(plan.movement(i));
+        if (run.bytes != 0) {
+            copy_rows(arrays.output + run.output_offset, arrays.input + run.input_offset, run.bytes, run.rows,
+                      arrays.output_row_stride, arrays.input_row_stride);
+        }
+    }
+}
+
+// Whether the first movements merge into runs (in-order samples): then
+// coalescing pays (one long memcpy instead of many short ones); plans are
+// mostly uniform, so a few pairs tell.
+bool movements_merge(const MovePlan& plan) {
+    const size_t pairs = std::min<size_t>(plan.movements_count(), 9);
+    for (size_t i = 1; i < pairs; i++) {
+        const MoveRun previous = plan.run_of(plan.movement(i - 1));
+        const MoveRun next = plan.run_of(plan.movement(i));
+        if (next.bytes == previous.bytes && next.bytes != 0 &&
+            next.input_offset == previous.input_offset + plan.input_sample_stride() &&
+            next.output_offset == previous.output_offset + plan.output_sample_stride()) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void copy_plan(const Arrays& arrays, const MovePlan& plan, bool merge) {
+    if (merge) {
+        copy_runs(arrays, plan);
+    } else {
+        copy_each_movement(arrays, plan);
+    }
+}
+
+// Whether no two movements write the same output sample (then they write
+// disjoint bytes and may be copied in any order, by any thread). Cheap when
+// the output samples increase (validate() saw it); otherwise one pass over
+// the movements with a bitmap of the output samples, when that bitmap is
+// small next to the copy; otherwise "no".
+bool outputs_disjoint(const MovePlan& plan, const MoveSummary& summary) {
+    if (summary.output_samples_increase) {
+        return true;
+    }
+    const uint64_t samples = plan.output_samples();
+    if (samples / 8 > summary.bytes / 64) {
+        return false;
+    }
+    std::vector<uint64_t> written(samples / 64 + 1, 0);
+    for (size_t i = 0; i < plan.movements_count(); i++) {
+        const uintptr_t sample = plan.movement(i).sample_out;
+        const uint64_t bit = uint64_t(1) << (sample % 64);
+        if ((written[sample / 64] & bit) != 0) {
+            return false;
+        }
+        written[sample / 64] |= bit;
+    }
+    return true;
+}
+
+// Many movements: blocks of consecutive movements, each copied like the
+// serial code does.
+void copy_in_movement_blocks(const Arrays& arrays, const MovePlan& plan, size_t threads, bool merge) {
+    const size_t count = plan.movements_count();
+    const size_t block = std::max(min_block_movements, (count + threads * blocks_per_thread - 1) /
+                                                           (threads * blocks_per_thread));
+    const size_t blocks = (count + block - 1) / block;
+    auto task = [&](size_t index) {
+        const size_t begin = index * block;
+        copy_plan(arrays, plan.slice(begin, std::min(begin + block, count)), merge);
+    };
+    run_tasks(blocks, threads, TaskBody(task));
+}
+
+// Copies bytes [begin, end) of `run`, counted row after row.
+void copy_part_of_run(const Arrays& arrays, const MoveRun& run, uint64_t begin, uint64_t end) {
+    uint64_t row = begin / run.bytes;
+    uint64_t offset = begin % run.bytes;
+    while (begin < end) {
+        const uint64_t bytes = std::min(run.bytes - offset, end - begin);
+        std::memcpy(arrays.output + run.output_offset + row * arrays.output_row_stride + offset,
+                    arrays.input + run.input_offset + row * arrays.input_row_stride + offset, bytes);
+        begin += bytes;
+        row++;
+        offset = 0;
+    }
+}
+
+// The runs' bytes end to end, cut into equal pieces for the threads (runs
+// that do not overlap).
+void copy_runs_in_byte_pieces(const Arrays& arrays, const std::vector<MoveRun>& runs, size_t threads) {
+    std::vector<uint64_t> starts;  // of each run in the bytes end to end
+    uint64_t total = 0;
+    for (const auto& run : runs) {
+        starts.push_back(total);
+        total += run.bytes * run.rows;
+    }
+    if (total == 0) {
+        return;
+    }
+    for_each_piece(total, cache_line, threads, [&](size_t begin, size_t end) {
+        // the last run starting at or before `begin`
+        size_t index = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
+        for (; index < runs.size() && starts[index] < end; index++) {
+            const MoveRun& run = runs[index];
+            const uint64_t run_end = starts[index] + run.bytes * run.rows;
+            const uint64_t from = std::max<uint64_t>(begin, starts[index]) - starts[index];
+            const uint64_t to = std::min<uint64_t>(end, run_end) - starts[index];
+            if (from < to) {
+                copy_part_of_run(arrays, run, from, to);
+            }
+        }
+    });
+}
+
+// Few movements with much to copy each (one large movement, a few hundred
+// long rows): their runs, cut into equal pieces.
+void copy_in_byte_pieces(const Arrays& arrays, const MovePlan& plan, size_t threads) {
+    std::vector<MoveRun> runs;
+    plan.for_each_run([&](const MoveRun& run) { runs.push_back(run); });
+    copy_runs_in_byte_pieces(arrays, runs, threads);
+}
+
+// Long movement lists are checked by several threads: the check costs
+// about a nanosecond and a half per movement, as much as copying a short
+// row, and comes before any copy. Parts of at least this many movements.
+constexpr size_t min_check_movements_per_part = 2048;
+constexpr size_t max_check_parts = 64;
+
+MoveSummary validate(const MovePlan& plan) {
+    const size_t count = plan.movements_count();
+    if (count == 0) {
+        return plan.validate();
+    }
+    const size_t threads = count < 2 * min_check_movements_per_part
+                               ? 1
+                               : std::min(thread_count(), count / (2 * min_check_movements_per_part));
+    if (threads <= 1) {
+        const MoveScan all = scan_movements(plan, 0, count);
+        return plan.summarize(&all, 1);
+    }
+    const size_t parts = std::min({max_check_parts, threads * pieces_per_thread, count / min_check_movements_per_part});
+    MoveScan scans[max_check_parts];
+    auto task = [&](size_t part) { scans[part] = scan_movements(plan, count * part / parts, count * (part + 1) / parts); };
+    run_tasks(parts, threads, TaskBody(task));
+    return plan.summarize(scans, parts);
+}
+
+}  // namespace
+
+MoveDataSplit choose_split(const MovePlan& plan, const MoveSummary& summary, size_t threads) {
+    if (threads <= 1 || !outputs_disjoint(plan, summary)) {
+        return MoveDataSplit::serial;
+    }
+    if (plan.movements_count() >= threads * min_block_movements) {
+        return MoveDataSplit::movement_blocks;
+    }
+    return MoveDataSplit::byte_pieces;
+}
+
+void move_data(void* output, const void* input, const MovePlan& plan) {
+    const size_t count = plan.movements_count();
+    if (count <= few_movements) {
+        // A handful of movements (one movement is a common call): the exact
+        // check of each, then a memcpy per row, without the passes and the
+        // set-up that pay off on longer lists.
+        for (size_t i = 0; i < count; i++) {
+            if (!plan.in_range(plan.movement(i))) {
+                (void)plan.validate();  // throws the error naming it
+            }
+        }
+        (void)threads_for(0);  // like every host operation: a bad thread count is an error
+        fault_injection::check("move_data");
+        copy_few_movements(arrays_of(output, input, plan, 0), plan);
+        return;
+    }
+    // every movement is checked before the first write: the copy streams
+    const MoveSummary summary = validate(plan);
+    const size_t threads = threads_for(summary.bytes);
+    fault_injection::check("move_data");
+    const Arrays arrays = arrays_of(output, input, plan, summary.bytes);
+    if (summary.one_run) {
+        // in-order movements: one copy, without looking at them again
+        const MoveRun run = plan.single_run();
+        if (run.bytes == 0) {
+            return;
+        }
+        if (threads <= 1) {
+            return copy_run(arrays, run);
+        }
+        return copy_runs_in_byte_pieces(arrays, {run}, threads);
+    }
+    const bool merge = count > short_list_movements && movements_merge(plan);
+    switch (choose_split(plan, summary, threads)) {
+    case MoveDataSplit::serial: return copy_plan(arrays, plan, merge);
+    case MoveDataSplit::movement_blocks: return copy_in_movement_blocks(arrays, plan, threads, merge);
+    case MoveDataSplit::byte_pieces: return copy_in_byte_pieces(arrays, plan, threads);
+    }
+}
+
+}  // namespace mtsarray::detail::cpu

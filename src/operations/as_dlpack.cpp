@@ -1,0 +1,133 @@
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "core/backend_registry.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "base/device.hpp"
+#include "base/error.hpp"
+#include "base/fault_injection.hpp"
+#include "operations/operations.hpp"
+
+namespace mtsarray::detail {
+
+namespace {
+
+// One allocation holds the managed tensor, the reference to the data and
+// (right after it) the shape and strides, so that the export owns all of
+// them and a single deleter call releases everything.
+struct Export {
+    DLManagedTensorVersioned managed;
+    std::shared_ptr<Buffer> buffer;
+    // The consumer's stream, when it reads the data on a device stream other
+    // than the buffer's own: the DLPack convention is that the consumer calls
+    // the deleter after queuing its last use there, so a marker recorded on
+    // it at that moment orders the eventual free after those reads.
+    std::unique_ptr<Stream> reader;
+
+    int64_t* dimensions() noexcept { return reinterpret_cast<int64_t*>(this + 1); }
+
+    static void deleter(DLManagedTensorVersioned* self) noexcept {
+        auto* holder = static_cast<Export*>(self->manager_ctx);
+        if (holder->reader != nullptr) {
+            try {
+                holder->buffer->record_use(*holder->reader);
+            } catch (const std::exception& error) {
+                // a deleter can not fail: the free falls back to waiting
+                // for the device (Buffer's destructor), said on stderr
+                std::fprintf(stderr, "mtsarray: DLPack deleter could not order the free after the consumer's "
+                                     "stream: %s\n", error.what());
+                try {
+                    memory_backend(holder->reader->device().device_type).synchronize(*holder->reader);
+                } catch (...) {
+                }
+            }
+        }
+        holder->~Export();
+        ::operator delete(holder);
+    }
+};
+static_assert(alignof(Export) >= alignof(int64_t), "shape and strides follow Export in memory");
+
+DLManagedTensorVersioned* make_export(std::shared_ptr<Buffer> buffer, DLDataType dtype,
+                                      const Shape& shape, uint64_t flags,
+                                      const Stream* reader = nullptr) {
+    const size_t ndim = shape.size();
+    fault_injection::check("allocate");
+    auto reader_copy = reader != nullptr ? std::make_unique<Stream>(*reader) : nullptr;
+    void* memory = ::operator new(sizeof(Export) + 2 * ndim * sizeof(int64_t));
+    auto* holder = new (memory) Export{};
+    holder->buffer = std::move(buffer);
+    holder->reader = std::move(reader_copy);
+
+    int64_t* dimensions = holder->dimensions();
+    int64_t* strides = dimensions + ndim;
+    const auto contiguous = contiguous_strides(shape);
+    for (size_t axis = 0; axis < ndim; axis++) {
+        dimensions[axis] = static_cast<int64_t>(shape[axis]);
+        strides[axis] = contiguous[axis];
+    }
+
+    auto& managed = holder->managed;
+    managed.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    managed.manager_ctx = holder;
+    managed.deleter = Export::deleter;
+    managed.flags = flags;
+    managed.dl_tensor.data = holder->buffer->data();
+    managed.dl_tensor.device = holder->buffer->device();
+    managed.dl_tensor.ndim = static_cast<int32_t>(ndim);
+    managed.dl_tensor.dtype = dtype;
+    managed.dl_tensor.shape = dimensions;
+    managed.dl_tensor.strides = strides;  // never NULL (DLPack >= 1.2)
+    managed.dl_tensor.byte_offset = 0;
+    return &managed;
+}
+
+}  // namespace
+
+DLManagedTensorVersioned* as_dlpack(const Array& array, DLDevice device, const int64_t* stream,
+                                    DLPackVersion max_version) {
+    MTSARRAY_EXPECTS(max_version.major == DLPACK_MAJOR_VERSION,
+                     "the consumer supports DLPack " + std::to_string(max_version.major) + "." +
+                         std::to_string(max_version.minor) + ", mtsarray only exports DLPack " +
+                         std::to_string(DLPACK_MAJOR_VERSION) + ".x");
+    check_device_usable(device);
+    // the consumer's stream lives on the device it asked for
+    const Stream consumer = stream == nullptr ? Stream::default_for(device)
+                                              : Stream::parse(device, *stream, /*allow_none=*/true);
+
+    if (same_device(device, array.device())) {
+        // zero-copy: the consumer's stream waits for the array's work (an
+        // event, the host does not block); -1 asks for no ordering at all
+        const bool reads_on_another_stream = !consumer.is_none() && consumer != array.stream();
+        if (reads_on_another_stream) {
+            array.memory_backend().wait(consumer, array.stream());
+        }
+        // the export is writable: the device data may change behind our back
+        array.hand_out_writable_pointer();
+        return make_export(array.buffer(), array.dtype(), array.shape(), 0,
+                           reads_on_another_stream ? &consumer : nullptr);
+    }
+
+    // another device: a copy, queued on the consumer's stream (or the
+    // device's default stream when the consumer wants no synchronisation),
+    // and freed there, after the consumer's reads
+    const Stream destination = consumer.is_none() ? Stream::default_for(device) : consumer;
+    memory_backend(device.device_type).check_not_capturing(destination, "a DLPack export to another device");
+    auto buffer = Buffer::allocate(destination, array.nbytes());
+    const auto mirror = array.host_mirror();
+    const bool to_host = is_host_accessible(device.device_type);
+    if (mirror != nullptr && to_host) {
+        cpu_backend().copy(destination, buffer->data(), mirror->data(), array.nbytes());
+    } else {
+        transfer(buffer->data(), destination, array.data(), array.stream(), array.nbytes());
+        if (to_host && array.wants_host_mirror()) {
+            array.set_host_mirror(host_copy(buffer->data(), array.nbytes()));
+        }
+    }
+    return make_export(std::move(buffer), array.dtype(), array.shape(), DLPACK_FLAG_BITMASK_IS_COPIED);
+}
+
+}  // namespace mtsarray::detail

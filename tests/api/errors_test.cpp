@@ -1,0 +1,352 @@
+// Error reporting at the C boundary: every failure sets mts_last_error with
+// origin "mtsarray", a message naming the function and the array, and the
+// original C++ exception as data; nothing throws across the boundary and no
+// output is written. Also the size checks that keep shapes and allocations
+// consistent.
+
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "support/backends.hpp"
+
+using namespace mtsarray_test;
+
+namespace {
+
+::testing::AssertionResult has_error(mts_status_t status, const std::vector<std::string>& parts) {
+    if (status == MTS_SUCCESS) {
+        return ::testing::AssertionFailure() << "expected an error, got MTS_SUCCESS";
+    }
+    const auto message = last_error();
+    for (const auto& part : parts) {
+        if (message.find(part) == std::string::npos) {
+            return ::testing::AssertionFailure() << "'" << part << "' is not in the message: " << message;
+        }
+    }
+    if (last_error_origin() != "mtsarray") {
+        return ::testing::AssertionFailure() << "origin is '" << last_error_origin() << "'";
+    }
+    return ::testing::AssertionSuccess();
+}
+
+class CallbackErrors : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::vector<double> values(12);
+        for (size_t i = 0; i < values.size(); i++) {
+            values[i] = static_cast<double>(i) * 0.5;
+        }
+        bytes_ = to_bytes(values);
+        array_ = std::make_unique<mtsarray::Array>(array_from_bytes(DLDevice{kDLCPU, 0}, float64(), {3, 4}, bytes_));
+        reset_last_error();
+    }
+    mts_array_t& raw() { return const_cast<mts_array_t&>(array_->get()); }
+
+    std::vector<uint8_t> bytes_;
+    std::unique_ptr<mtsarray::Array> array_;
+};
+
+const std::string described = "float64 array of shape [3, 4] on cpu";
+
+TEST_F(CallbackErrors, MoveDataNamesTheFunctionAndBothArrays) {
+    auto input = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float32(), {2, 4});
+    mts_data_movement_t movement = {0, 0, 0, 0, 1};
+    EXPECT_TRUE(has_error(raw().move_data(raw().ptr, input.get().ptr, &movement, 1),
+                          {"mtsarray: move_data", described, "input (float32 array of shape [2, 4] on cpu)",
+                           "different dtypes"}));
+    EXPECT_EQ(read_bytes(*array_), bytes_);
+}
+
+TEST_F(CallbackErrors, ReshapeAndSwapAxes) {
+    const uintptr_t shape[] = {5, 5};
+    EXPECT_TRUE(has_error(raw().reshape(raw().ptr, shape, 2), {"mtsarray: reshape", described, "[5, 5]"}));
+    EXPECT_TRUE(has_error(raw().swap_axes(raw().ptr, 0, 3), {"mtsarray: swap_axes", described}));
+    EXPECT_EQ(array_->shape(), (std::vector<uintptr_t>{3, 4}));
+    EXPECT_EQ(read_bytes(*array_), bytes_);
+}
+
+TEST_F(CallbackErrors, CopyAndAsDlpackToAMissingDevice) {
+    mts_array_t copy = {};
+    EXPECT_TRUE(has_error(raw().copy(raw().ptr, DLDevice{kDLOpenCL, 0}, &copy),
+                          {"mtsarray: copy", described, "no backend for opencl devices"}));
+    EXPECT_EQ(copy.ptr, nullptr);
+    if (!backend_available(kDLCUDA)) {
+        EXPECT_TRUE(has_error(raw().copy(raw().ptr, DLDevice{kDLCUDA, 0}, &copy),
+                              {"mtsarray: copy", described, mtsarray_backend_unavailable_reason(kDLCUDA)}));
+    }
+    DLManagedTensorVersioned* tensor = nullptr;
+    EXPECT_TRUE(has_error(raw().as_dlpack(raw().ptr, &tensor, DLDevice{kDLCPU, 3}, nullptr, dlpack_version()),
+                          {"mtsarray: as_dlpack", described, "invalid CPU device id 3"}));
+    EXPECT_EQ(tensor, nullptr);
+}
+
+TEST_F(CallbackErrors, NullOutputs) {
+    EXPECT_TRUE(has_error(raw().origin(raw().ptr, nullptr), {"mtsarray: origin", described, "origin is NULL"}));
+    EXPECT_TRUE(has_error(raw().device(raw().ptr, nullptr), {"mtsarray: device", described, "device is NULL"}));
+    EXPECT_TRUE(has_error(raw().dtype(raw().ptr, nullptr), {"mtsarray: dtype", described, "dtype is NULL"}));
+    uintptr_t count = 0;
+    EXPECT_TRUE(has_error(raw().shape(raw().ptr, nullptr, &count), {"mtsarray: shape", "shape is NULL"}));
+    const uintptr_t* shape = nullptr;
+    EXPECT_TRUE(has_error(raw().shape(raw().ptr, &shape, nullptr), {"shape_count is NULL"}));
+    EXPECT_TRUE(has_error(raw().copy(raw().ptr, DLDevice{kDLCPU, 0}, nullptr), {"mtsarray: copy", "new_array is NULL"}));
+    EXPECT_TRUE(has_error(raw().as_dlpack(raw().ptr, nullptr, DLDevice{kDLCPU, 0}, nullptr, dlpack_version()),
+                          {"dl_managed_tensor is NULL"}));
+}
+
+TEST_F(CallbackErrors, ForeignHandles) {
+    // a vtable slot called with a handle that is not one of ours
+    std::vector<uint64_t> garbage(16, 0x0123456789ABCDEF);
+    DLDataType dtype = {};
+    EXPECT_TRUE(has_error(raw().dtype(garbage.data(), &dtype),
+                          {"mtsarray: dtype", "this array was not made by mtsarray"}));
+    EXPECT_TRUE(has_error(raw().dtype(nullptr, &dtype), {"this array is NULL"}));
+    // the message does not try to describe the foreign array
+    EXPECT_EQ(last_error().find("array of shape"), std::string::npos) << last_error();
+    // destroy ignores foreign handles instead of freeing them
+    raw().destroy(garbage.data());
+    EXPECT_EQ(garbage[0], 0x0123456789ABCDEFu);
+}
+
+TEST_F(CallbackErrors, TheOriginalExceptionIsKept) {
+    const uintptr_t shape[] = {7};
+    ASSERT_EQ(raw().reshape(raw().ptr, shape, 1), MTS_CALLBACK_ERROR);
+    void* data = nullptr;
+    const char* origin = nullptr;
+    ASSERT_EQ(mts_last_error(nullptr, &origin, &data), MTS_SUCCESS);
+    EXPECT_STREQ(origin, "mtsarray");
+    ASSERT_NE(data, nullptr);
+    auto exception = *static_cast<std::exception_ptr*>(data);
+    try {
+        std::rethrow_exception(exception);
+    } catch (const std::exception& error) {
+        // the exception's own message, without the callback's prefix
+        EXPECT_EQ(std::string(error.what()), "can not reshape to [7] (7 elements), the array has 12 elements");
+    }
+}
+
+TEST(CApiErrors, ZerosFullAndWrap) {
+    const uintptr_t shape[] = {2, 3};
+    mts_array_t array;
+    std::memset(&array, 0x77, sizeof(array));
+    const auto untouched = array;
+
+    EXPECT_TRUE(has_error(mtsarray_zeros(DLDevice{kDLCPU, 0}, make_dtype(kDLFloat, 4), shape, 2, &array),
+                          {"mtsarray_zeros: unsupported dtype float4: sub-byte types"}));
+    EXPECT_TRUE(has_error(mtsarray_zeros(DLDevice{kDLCPU, 0}, make_dtype(kDLInt, 32, 4), shape, 2, &array),
+                          {"mtsarray_zeros: unsupported dtype int32x4: only lanes == 1 is supported"}));
+    EXPECT_TRUE(has_error(mtsarray_zeros(DLDevice{kDLCPU, 0}, make_dtype(kDLComplex, 32), shape, 2, &array),
+                          {"unsupported dtype complex32: this width does not exist for complex data"}));
+    EXPECT_TRUE(has_error(mtsarray_zeros(DLDevice{kDLCPU, 0}, float64(), nullptr, 2, &array),
+                          {"mtsarray_zeros: shape is NULL with shape_count = 2"}));
+    EXPECT_TRUE(has_error(mtsarray_zeros(DLDevice{kDLVulkan, 0}, float64(), shape, 2, &array),
+                          {"mtsarray_zeros: mtsarray has no backend for vulkan devices"}));
+    for (auto type : {kDLCUDA, kDLROCM, kDLCUDAManaged}) {
+        if (!backend_available(type)) {
+            EXPECT_TRUE(has_error(mtsarray_zeros(DLDevice{type, 0}, float64(), shape, 2, &array),
+                                  {"mtsarray_zeros", mtsarray_backend_unavailable_reason(type)}));
+        }
+    }
+    const double value = 1.0;
+    EXPECT_TRUE(has_error(mtsarray_full(DLDevice{kDLCPU, 0}, float64(), shape, 2, nullptr, &array),
+                          {"mtsarray_full: value is NULL"}));
+    EXPECT_TRUE(has_error(mtsarray_full(DLDevice{kDLCPU, 1}, float64(), shape, 2, &value, &array),
+                          {"mtsarray_full: invalid CPU device id 1"}));
+    EXPECT_TRUE(has_error(mtsarray_wrap(nullptr, DLDevice{kDLCPU, 0}, float64(), shape, 2, nullptr, nullptr, &array),
+                          {"mtsarray_wrap: data is NULL for a non-empty array"}));
+    EXPECT_EQ(std::memcmp(&array, &untouched, sizeof(array)), 0) << "output written on error";
+
+    EXPECT_TRUE(has_error(mtsarray_zeros(DLDevice{kDLCPU, 0}, float64(), shape, 2, nullptr), {"array is NULL"}));
+}
+
+TEST(CApiErrors, QueriesOnForeignArrays) {
+    auto simple = metatensor::DataArrayBase::to_mts_array(
+        std::make_unique<metatensor::SimpleDataArray<double>>(std::vector<uintptr_t>{2}));
+    auto raw = simple.as_mts_array_t();
+    bool ours = true;
+    ASSERT_EQ(mtsarray_is_mtsarray(&raw, &ours), MTS_SUCCESS);
+    EXPECT_FALSE(ours);
+    void* data = nullptr;
+    EXPECT_TRUE(has_error(mtsarray_data(&raw, &data), {"mtsarray_data: array was not made by mtsarray"}));
+    EXPECT_EQ(data, nullptr);
+    EXPECT_TRUE(has_error(mtsarray_is_mtsarray(nullptr, &ours), {"mtsarray_is_mtsarray: array is NULL"}));
+    EXPECT_TRUE(has_error(mtsarray_backend_available(kDLCPU, nullptr), {"available is NULL"}));
+
+    // the C++ wrapper refuses foreign arrays and leaves them alone
+    try {
+        mtsarray::Array adopted(raw);
+        FAIL() << "a foreign array was adopted";
+    } catch (const mtsarray::Error& error) {
+        EXPECT_NE(std::string(error.what()).find("was not made by mtsarray"), std::string::npos);
+    }
+    EXPECT_EQ(simple.shape(), (std::vector<uintptr_t>{2}));
+
+    // and turns C errors into exceptions carrying the message
+    try {
+        mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, make_dtype(kDLUInt, 12), {2});
+        FAIL() << "no exception";
+    } catch (const metatensor::Error& error) {
+        EXPECT_NE(std::string(error.what()).find("unsupported dtype uint12"), std::string::npos) << error.what();
+    }
+}
+
+TEST(CApiErrors, Probes) {
+    bool available = false;
+    ASSERT_EQ(mtsarray_backend_available(kDLCPU, &available), MTS_SUCCESS);
+    EXPECT_TRUE(available);
+    EXPECT_STREQ(mtsarray_backend_unavailable_reason(kDLCPU), "");
+    // the reason is a stable pointer, computed once
+    EXPECT_EQ(mtsarray_backend_unavailable_reason(kDLOpenCL), mtsarray_backend_unavailable_reason(kDLOpenCL));
+    EXPECT_NE(std::string(mtsarray_backend_unavailable_reason(kDLOpenCL)).find("no backend for opencl"),
+              std::string::npos);
+    ASSERT_EQ(mtsarray_backend_available(kDLOpenCL, &available), MTS_SUCCESS);
+    EXPECT_FALSE(available);
+#if !MTSARRAY_HAS_CUDA
+    EXPECT_STREQ(mtsarray_backend_unavailable_reason(kDLCUDA),
+                 "mtsarray was built without CUDA support (MTSARRAY_CUDA=OFF), cuda arrays are not available");
+    EXPECT_STREQ(mtsarray_backend_unavailable_reason(kDLCUDAHost),
+                 "mtsarray was built without CUDA support (MTSARRAY_CUDA=OFF), cuda_host arrays are not available");
+#endif
+#if !MTSARRAY_HAS_HIP
+    EXPECT_STREQ(mtsarray_backend_unavailable_reason(kDLROCM),
+                 "mtsarray was built without HIP support (MTSARRAY_HIP=OFF), rocm arrays are not available");
+#endif
+    EXPECT_STREQ(mtsarray_version(), MTSARRAY_VERSION);
+}
+
+// ---- sizes -------------------------------------------------------------------------
+
+TEST(Sizes, ShapesWhoseByteSizeOverflowsAreRejected) {
+    constexpr uintptr_t big = uintptr_t(1) << 62;
+    const std::vector<std::vector<uintptr_t>> shapes = {
+        {big, 3},                                   // 3 * 2^62 elements fit, their bytes do not
+        {big, 8},                                   // 2^65 elements: wraps to exactly 0
+        {uintptr_t(1) << 32, uintptr_t(1) << 32},   // 2^64 elements: wraps to exactly 0
+        {uintptr_t(1) << 61, 4},                    // 2^63 elements fit, 2^66 bytes do not
+    };
+    for (const auto& shape : shapes) {
+        SCOPED_TRACE(::testing::Message() << "shape [" << shape[0] << ", " << shape[1] << "]");
+        mts_array_t array = {};
+        EXPECT_TRUE(has_error(mtsarray_zeros(DLDevice{kDLCPU, 0}, float64(), shape.data(), shape.size(), &array),
+                              {"is too large: its size in bytes overflows"}));
+        EXPECT_EQ(array.ptr, nullptr);
+        if (array.destroy != nullptr) {
+            array.destroy(array.ptr);
+        }
+    }
+    // a zero anywhere makes the array empty, whatever the other dimensions
+    auto empty = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), {big, 0, big});
+    EXPECT_TRUE(read_bytes(empty).empty());
+}
+
+TEST(Sizes, DimensionsAboveInt64MaxAreRejectedWhereverAShapeEnters) {
+    // DLPack's dimensions are int64_t: an array that could not be exported
+    // must not exist, even an empty one
+    const uintptr_t above = uintptr_t(1) << 63;
+    const uintptr_t max = std::numeric_limits<uintptr_t>::max();
+    const std::vector<std::vector<uintptr_t>> shapes = {{0, above}, {0, max, max}, {above}};
+    const std::string why = "is larger than INT64_MAX";
+    const double one = 1.0;
+    auto prototype = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), {0, 3});
+    auto& raw = const_cast<mts_array_t&>(prototype.get());
+    for (const auto& shape : shapes) {
+        SCOPED_TRACE(::testing::Message() << "shape of " << shape.size() << " axes, last " << shape.back());
+        mts_array_t array = {};
+        EXPECT_TRUE(has_error(mtsarray_zeros(DLDevice{kDLCPU, 0}, float64(), shape.data(), shape.size(), &array),
+                              {"mtsarray_zeros", why}));
+        EXPECT_TRUE(has_error(mtsarray_full(DLDevice{kDLCPU, 0}, float64(), shape.data(), shape.size(), &one, &array),
+                              {"mtsarray_full", why}));
+        EXPECT_TRUE(has_error(mtsarray_wrap(nullptr, DLDevice{kDLCPU, 0}, float64(), shape.data(), shape.size(),
+                                            nullptr, nullptr, &array),
+                              {"mtsarray_wrap", why}));
+        int destroyed = 0;
+        auto fill = ForeignArray::make(float64(), {}, to_bytes(std::vector<double>{1.0}), &destroyed);
+        EXPECT_TRUE(has_error(raw.create(raw.ptr, shape.data(), shape.size(), fill, &array), {"create", why}));
+        EXPECT_EQ(destroyed, 1);
+        EXPECT_TRUE(has_error(raw.reshape(raw.ptr, shape.data(), shape.size()), {"reshape", why}));
+        EXPECT_EQ(array.ptr, nullptr);
+    }
+    EXPECT_EQ(prototype.shape(), (std::vector<uintptr_t>{0, 3}));
+}
+
+TEST(Sizes, CreateNeedsAFillValueOfExactlyOneElement) {
+    auto prototype = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), {2, 2});
+    auto& raw = const_cast<mts_array_t&>(prototype.get());
+    const uintptr_t shape[] = {3};
+    const auto value = to_bytes(std::vector<double>{2.5});
+    // accepted: 0-d, and any number of axes of size 1
+    for (const auto& fill_shape : std::vector<std::vector<int64_t>>{{}, {1}, {1, 1, 1}}) {
+        int destroyed = 0;
+        mts_array_t array = {};
+        ASSERT_EQ(raw.create(raw.ptr, shape, 1, ForeignArray::make(float64(), fill_shape, value, &destroyed), &array),
+                  MTS_SUCCESS)
+            << last_error();
+        EXPECT_EQ(from_bytes<double>(read_bytes(array)), std::vector<double>(3, 2.5));
+        EXPECT_EQ(destroyed, 1);
+        array.destroy(array.ptr);
+    }
+    // refused, including shapes whose product is 1 by overflow or by sign
+    for (const auto& fill_shape : std::vector<std::vector<int64_t>>{
+             {-1, -1}, {7, 7905747460161236407}, {0}, {2}, {1, 0}, {std::numeric_limits<int64_t>::min(), -1}}) {
+        int destroyed = 0;
+        mts_array_t array = {};
+        EXPECT_TRUE(has_error(
+            raw.create(raw.ptr, shape, 1, ForeignArray::make(float64(), fill_shape, value, &destroyed), &array),
+            {"create", "fill_value must hold a single scalar"}));
+        EXPECT_EQ(destroyed, 1);
+        EXPECT_EQ(array.ptr, nullptr);
+    }
+}
+
+TEST(Sizes, ReshapeCanNotMakeAnEmptyArrayHuge) {
+    auto empty = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), {0, 3});
+    auto& raw = const_cast<mts_array_t&>(empty.get());
+    const uintptr_t huge[] = {uintptr_t(1) << 32, uintptr_t(1) << 32};
+    EXPECT_TRUE(has_error(raw.reshape(raw.ptr, huge, 2), {"mtsarray: reshape", "is too large"}));
+    EXPECT_EQ(empty.shape(), (std::vector<uintptr_t>{0, 3}));
+}
+
+// ---- threads ---------------------------------------------------------------------
+
+TEST(Threads, CallbacksAndErrorsArePerThread) {
+    // every thread makes, moves and reads its own arrays while all of them
+    // read one shared array; each thread's last error is its own
+    auto shared = array_from_bytes(DLDevice{kDLCPU, 0}, int32(), {16, 8},
+                                   to_bytes(std::vector<int32_t>(128, 7)));
+    std::vector<int> failures(4, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; t++) {
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < 200; i++) {
+                auto own = mtsarray::Array::full<int32_t>(DLDevice{kDLCPU, 0}, {16, 8}, t);
+                std::vector<mts_data_movement_t> movements = {{static_cast<uintptr_t>(i % 16), 0, 0, 0, 8}};
+                const auto& raw = own.get();
+                if (raw.move_data(raw.ptr, shared.get().ptr, movements.data(), 1) != MTS_SUCCESS) {
+                    failures[t]++;
+                }
+                auto values = from_bytes<int32_t>(read_bytes(own));
+                if (values[0] != 7 || values[8] != t) {
+                    failures[t]++;
+                }
+                const uintptr_t wrong[] = {static_cast<uintptr_t>(t + 1000)};
+                auto& mutable_raw = const_cast<mts_array_t&>(raw);
+                if (mutable_raw.reshape(mutable_raw.ptr, wrong, 1) != MTS_CALLBACK_ERROR ||
+                    last_error().find("can not reshape to [" + std::to_string(t + 1000) + "]") == std::string::npos) {
+                    failures[t]++;
+                }
+            }
+        });
+    }
+    for (auto& thread : threads) {
+        thread.join();
+    }
+    EXPECT_EQ(failures, std::vector<int>(4, 0));
+}
+
+}  // namespace

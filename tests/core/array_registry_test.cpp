@@ -1,0 +1,112 @@
+// The table of handles (src/core/array_registry.cpp): slots move between the table
+// and each thread in batches. These tests use the registry alone, with
+// made-up Array pointers (the table stores them, it never reads them).
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/array_registry.hpp"
+
+using mtsarray::detail::Array;
+using mtsarray::detail::find_array;
+using mtsarray::detail::register_array;
+using mtsarray::detail::unregister_array;
+using mtsarray::detail::used_slot_count;
+
+namespace {
+
+Array* fake_array(uintptr_t n) {
+    return reinterpret_cast<Array*>((n + 1) * 64);
+}
+
+}  // namespace
+
+TEST(ArrayRegistry, ExitedThreadsGiveTheirSlotsBack) {
+    // Each thread takes a batch of slots for one array. Without giving the
+    // batch back at exit, 2000 threads would take 2000 batches (64 000
+    // slots); given back, the table reuses them once 4096 wait in its queue.
+    const size_t before = used_slot_count();
+    for (int i = 0; i < 2000; i++) {
+        std::thread([i] {
+            void* handle = register_array(fake_array(static_cast<uintptr_t>(i)));
+            ASSERT_EQ(find_array(handle), fake_array(static_cast<uintptr_t>(i)));
+            ASSERT_EQ(unregister_array(handle), fake_array(static_cast<uintptr_t>(i)));
+        }).join();
+    }
+    EXPECT_LT(used_slot_count() - before, size_t(8192));
+}
+
+TEST(ArrayRegistry, HandlesMadeOnOneThreadAreDestroyedOnAnother) {
+    std::vector<void*> handles;
+    std::thread([&handles] {
+        for (uintptr_t i = 0; i < 100; i++) {
+            handles.push_back(register_array(fake_array(i)));
+        }
+    }).join();  // the maker has exited, its remaining batch went back
+    std::thread([&handles] {
+        for (uintptr_t i = 0; i < handles.size(); i++) {
+            ASSERT_EQ(find_array(handles[i]), fake_array(i));
+            ASSERT_EQ(unregister_array(handles[i]), fake_array(i));
+            ASSERT_EQ(find_array(handles[i]), nullptr);
+            ASSERT_EQ(unregister_array(handles[i]), nullptr);
+        }
+    }).join();
+}
+
+TEST(ArrayRegistry, ConcurrentThreadsNeverShareALiveSlot) {
+    // 8 threads make and destroy arrays, keeping up to 100 alive each; every
+    // live handle must find its own array, and no handle is given twice.
+    constexpr int threads_count = 8;
+    constexpr uintptr_t per_thread = 20000;
+    std::atomic<int> errors{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < threads_count; t++) {
+        threads.emplace_back([t, &errors] {
+            std::vector<std::pair<void*, Array*>> alive;
+            for (uintptr_t i = 0; i < per_thread; i++) {
+                Array* array = fake_array(static_cast<uintptr_t>(t) * per_thread + i);
+                alive.emplace_back(register_array(array), array);
+                if (alive.size() > 100 || i % 3 == 0) {
+                    const size_t victim = (i * 7) % alive.size();
+                    if (unregister_array(alive[victim].first) != alive[victim].second) {
+                        errors++;
+                    }
+                    alive.erase(alive.begin() + static_cast<std::ptrdiff_t>(victim));
+                }
+                for (const auto& [handle, expected] : alive) {
+                    if (i % 97 == 0 && find_array(handle) != expected) {
+                        errors++;
+                    }
+                }
+            }
+            for (const auto& [handle, expected] : alive) {
+                if (unregister_array(handle) != expected) {
+                    errors++;
+                }
+            }
+        });
+    }
+    for (auto& thread : threads) {
+        thread.join();
+    }
+    EXPECT_EQ(errors.load(), 0);
+}
+
+TEST(ArrayRegistry, AFreedSlotWaitsForThousandsOfOthersBeforeReuse) {
+    // the slot of a destroyed handle is not handed out again before at least
+    // 4096 other slots were freed after it
+    void* first = register_array(fake_array(1));
+    const auto slot_of = [](const void* handle) { return reinterpret_cast<uintptr_t>(handle) & ((uintptr_t(1) << 28) - 1); };
+    const uintptr_t freed_slot = slot_of(first);
+    ASSERT_EQ(unregister_array(first), fake_array(1));
+    for (uintptr_t i = 0; i < 4096; i++) {
+        void* handle = register_array(fake_array(i));
+        ASSERT_NE(slot_of(handle), freed_slot) << "reused after " << i << " arrays";
+        ASSERT_EQ(unregister_array(handle), fake_array(i));
+    }
+}

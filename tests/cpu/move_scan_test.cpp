@@ -1,0 +1,118 @@
+// The CPU backend's scan of the movements (src/cpu/move_scan.hpp) against
+// the portable one of MovePlan.
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/move_plan.hpp"
+#include "cpu/move_scan.hpp"
+
+using mtsarray::detail::MovePlan;
+
+namespace {
+
+// A plan borrows its movements: the lists made here live for the whole run.
+MovePlan plan(const std::vector<uintptr_t>& output_shape, const std::vector<uintptr_t>& input_shape,
+              size_t element_size, const std::vector<mts_data_movement_t>& movements) {
+    static std::deque<std::vector<mts_data_movement_t>> kept;
+    const auto& stored = kept.emplace_back(movements);
+    return MovePlan(output_shape, input_shape, element_size, stored.data(), stored.size());
+}
+
+}  // namespace
+
+// The two scans of validate()'s pass (MovePlan::scan_part, the 2-lane loop of
+// the baseline build, and the CPU backend's AVX2 scan that takes two
+// movements at a time) must see the same
+// bits on every list and every part of it: valid and invalid movements,
+// one run or not, broken by a sample or a range, odd and even counts, parts
+// starting and ending anywhere, across the 256-movement blocks.
+TEST(MoveScan, BothScansSeeTheSameInEveryPart) {
+    using mtsarray::detail::MoveScan;
+    using mtsarray::detail::cpu::scan_movements;
+    if (!mtsarray::detail::cpu::cpu_has_avx2()) {
+        GTEST_SKIP() << "this CPU has no AVX2: both scans are the baseline one";
+    }
+    std::mt19937_64 random(20261124);
+    auto below = [&](uint64_t bound) { return bound == 0 ? 0 : random() % bound; };
+    const uintptr_t huge = uintptr_t(1) << 63;
+    size_t one_run_lists = 0;
+    size_t flagged_lists = 0;
+    for (int list = 0; list < 600; list++) {
+        const uintptr_t samples_in = below(60);
+        const uintptr_t samples_out = below(60);
+        const uintptr_t properties_in = below(40);
+        const uintptr_t properties_out = below(40);
+        const size_t count = 1 + below(list % 3 == 0 ? 700 : 40);
+        const uintptr_t length = below(std::min(properties_in, properties_out) + 1);
+        const uintptr_t start_in = below(properties_in - length + 1);
+        const uintptr_t start_out = below(properties_out - length + 1);
+        const uintptr_t first_in = below(samples_in + 1);
+        const uintptr_t first_out = below(samples_out + 1);
+        std::vector<mts_data_movement_t> movements(count);
+        for (size_t i = 0; i < count; i++) {  // one run, in range or not
+            movements[i] = {first_in + i, first_out + i, start_in, start_out, length};
+        }
+        switch (list % 6) {
+        case 0: break;  // one run
+        case 1: {       // one sample or one range breaks it
+            auto& movement = movements[below(count)];
+            uintptr_t* fields[] = {&movement.sample_in, &movement.sample_out, &movement.properties_start_in,
+                                   &movement.properties_start_out, &movement.properties_length};
+            *fields[below(5)] += 1 + below(3);
+            break;
+        }
+        case 2:  // scattered, in range
+            for (auto& movement : movements) {
+                const uintptr_t own_length = below(std::min(properties_in, properties_out) + 1);
+                movement = {below(samples_in), below(samples_out), below(properties_in - own_length + 1),
+                            below(properties_out - own_length + 1), own_length};
+            }
+            break;
+        case 3:  // output samples going back somewhere
+            movements[below(count)].sample_out = below(first_out + 1);
+            break;
+        default: {  // a few fields out of range, some of them huge
+            for (int k = 0; k < 3; k++) {
+                auto& movement = movements[below(count)];
+                uintptr_t* fields[] = {&movement.sample_in, &movement.sample_out, &movement.properties_start_in,
+                                       &movement.properties_start_out, &movement.properties_length};
+                const uintptr_t values[] = {samples_in, samples_out, properties_in + 1, huge, huge - 1,
+                                            ~uintptr_t(0)};
+                *fields[below(5)] = values[below(6)];
+            }
+            break;
+        }
+        }
+        const MovePlan checked = plan({samples_out, 3, properties_out}, {samples_in, 3, properties_in}, 8, movements);
+        // the whole list, then parts of it
+        std::vector<std::pair<size_t, size_t>> parts = {{0, count}};
+        for (int k = 0; k < 6; k++) {
+            const size_t begin = below(count);
+            parts.emplace_back(begin, begin + 1 + below(count - begin));
+        }
+        for (const auto& [begin, end] : parts) {
+            SCOPED_TRACE(::testing::Message() << "list " << list << " of " << count << " movements, part [" << begin
+                                              << ", " << end << ")");
+            const MoveScan baseline = checked.scan_part(begin, end);
+            const MoveScan best = scan_movements(checked, begin, end);
+            EXPECT_EQ(best.out_of_range, baseline.out_of_range);
+            EXPECT_EQ(best.not_one_run, baseline.not_one_run);
+            EXPECT_EQ(best.out_of_order, baseline.out_of_order);
+            EXPECT_EQ(best.elements, baseline.elements);
+            if (begin == 0 && end == count) {
+                one_run_lists += baseline.not_one_run == 0;
+                flagged_lists += (baseline.out_of_range >> 62) != 0;
+            }
+        }
+    }
+    // the lists did cover both outcomes
+    EXPECT_GT(one_run_lists, 50u);
+    EXPECT_GT(flagged_lists, 100u);
+}

@@ -1,0 +1,470 @@
+// The GPU move_data path on the CPU: the table that the host builds
+// (src/gpu/move_data_table.hpp) and the kernel's per-thread work
+// (src/gpu/move_data_thread.hpp), run here for every thread of the grid the
+// launcher would use, one thread after the other. Each thread's writes are
+// disjoint from the others', so this sequential run computes exactly what
+// the kernel computes; it checks the index arithmetic against a reference
+// copy on random plans, for every unit width, team size and grid size,
+// without a GPU.
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gpu/launch_config.hpp"
+#include "gpu/move_data_table.hpp"
+#include "gpu/move_data_thread.hpp"
+#include "gpu/vector_units.hpp"
+#include "base/error.hpp"
+#include "base/move_plan.hpp"
+
+using namespace mtsarray::detail;
+using namespace mtsarray::detail::gpu;
+
+namespace {
+
+/// Storage for build_move_table: a vector, grown on demand.
+class VectorStorage {
+public:
+    explicit VectorStorage(size_t capacity) : entries_(capacity) {}
+    MoveTableEntry* data() { return entries_.data(); }
+    size_t capacity() const { return entries_.size(); }
+    void grow(size_t at_least) {
+        grows_++;
+        entries_.resize(std::max(at_least, 2 * entries_.size()));
+    }
+    size_t grows() const { return grows_; }
+
+private:
+    std::vector<MoveTableEntry> entries_;
+    size_t grows_ = 0;
+};
+
+struct Layout {
+    std::vector<uintptr_t> input_shape;
+    std::vector<uintptr_t> output_shape;
+    size_t element_size;
+};
+
+size_t count_of(const std::vector<uintptr_t>& shape) {
+    size_t count = 1;
+    for (auto dimension : shape) {
+        count *= dimension;
+    }
+    return count;
+}
+
+/// output[s_out, c, p_out + x] = input[s_in, c, p_in + x], element by
+/// element, movements in order.
+void reference(std::vector<uint8_t>& output, const std::vector<uint8_t>& input, const Layout& layout,
+               const std::vector<mts_data_movement_t>& movements) {
+    size_t components = 1;
+    for (size_t axis = 1; axis + 1 < layout.input_shape.size(); axis++) {
+        components *= layout.input_shape[axis];
+    }
+    const size_t e = layout.element_size;
+    const size_t p_in = layout.input_shape.back();
+    const size_t p_out = layout.output_shape.back();
+    for (const auto& m : movements) {
+        for (size_t c = 0; c < components; c++) {
+            for (size_t x = 0; x < m.properties_length; x++) {
+                const size_t from = ((m.sample_in * components + c) * p_in + m.properties_start_in + x) * e;
+                const size_t to = ((m.sample_out * components + c) * p_out + m.properties_start_out + x) * e;
+                std::memcpy(output.data() + to, input.data() + from, e);
+            }
+        }
+    }
+}
+
+/// Runs every thread of a grid of `blocks` blocks over the table.
+void emulate(const std::vector<MoveTableEntry>& table, const MoveDataArguments& arguments, size_t width,
+             uint64_t blocks) {
+    const uint64_t threads = blocks * threads_per_block;
+    with_unit_width(width, [&](auto width_constant) {
+        constexpr size_t Width = decltype(width_constant)::value;
+        for (uint64_t thread = 0; thread < threads; thread++) {
+            move_data_thread<Width>(table.data(), arguments, thread, threads);
+        }
+    });
+}
+
+struct Built {
+    std::vector<MoveTableEntry> table;
+    MoveTableSummary summary;
+};
+
+Built build(const MovePlan& plan) {
+    VectorStorage storage(8);  // small: the growth path is exercised too
+    Built built;
+    EXPECT_TRUE(build_move_table(plan, storage, built.summary));
+    built.table.assign(storage.data(), storage.data() + built.summary.entries);
+    return built;
+}
+
+/// Runs `movements` through the GPU path on the CPU, at the given offsets of
+/// the two buffers (misaligned base addresses narrow the unit), for the
+/// team size the host would pick and every other one, on the launcher's
+/// grid and on a single block; compares each result with the reference.
+void check_plan(const Layout& layout, const std::vector<mts_data_movement_t>& movements, std::mt19937_64& rng,
+                size_t input_shift = 0, size_t output_shift = 0) {
+    const size_t input_bytes = count_of(layout.input_shape) * layout.element_size;
+    const size_t output_bytes = count_of(layout.output_shape) * layout.element_size;
+    std::vector<uint8_t> input_storage(input_bytes + 32), output_storage(output_bytes + 32);
+    for (auto& byte : input_storage) {
+        byte = static_cast<uint8_t>(rng());
+    }
+    for (auto& byte : output_storage) {
+        byte = static_cast<uint8_t>(rng());
+    }
+    // 16-byte aligned bases, then shifted
+    auto aligned = [](std::vector<uint8_t>& storage) {
+        auto address = reinterpret_cast<uintptr_t>(storage.data());
+        return storage.data() + (16 - address % 16) % 16;
+    };
+    uint8_t* input = aligned(input_storage) + input_shift;
+    uint8_t* output_base = aligned(output_storage) + output_shift;
+    ASSERT_LE(input + input_bytes, input_storage.data() + input_storage.size());
+
+    std::vector<uint8_t> input_copy(input, input + input_bytes);
+    std::vector<uint8_t> expected(output_base, output_base + output_bytes);
+    reference(expected, input_copy, layout, movements);
+
+    const MovePlan plan(layout.output_shape, layout.input_shape, layout.element_size, movements.data(),
+                        movements.size());
+    const Built built = build(plan);
+    ASSERT_EQ(built.table.size(), built.summary.entries);
+    size_t width = widest_unit_for(built.summary.alignment_bits);
+    width = std::min(width, alignment_of(input));
+    width = std::min(width, alignment_of(output_base));
+
+    std::vector<uint8_t> original(output_base, output_base + output_bytes);
+    const unsigned chosen = team_log2_for(built.summary, width);
+    for (unsigned team_log2 = 0; team_log2 <= 5; team_log2++) {
+        for (bool one_block : {false, true}) {
+            std::memcpy(output_base, original.data(), output_bytes);
+            MoveDataArguments arguments{};
+            arguments.input = input;
+            arguments.output = output_base;
+            arguments.input_row_stride = plan.input_row_stride();
+            arguments.output_row_stride = plan.output_row_stride();
+            arguments.entry_count = built.summary.entries;
+            arguments.team_log2 = team_log2;
+            const uint64_t teams_per_block = threads_per_block >> team_log2;
+            const uint64_t blocks = one_block ? 1 : grid_size(arguments.entry_count, teams_per_block);
+            emulate(built.table, arguments, width, blocks);
+            ASSERT_EQ(std::memcmp(output_base, expected.data(), output_bytes), 0)
+                << "width " << width << ", team of " << (1u << team_log2) << (team_log2 == chosen ? " (chosen)" : "")
+                << ", " << blocks << " blocks, " << movements.size() << " movements";
+        }
+    }
+    // the input is only read
+    EXPECT_EQ(std::memcmp(input, input_copy.data(), input_bytes), 0);
+}
+
+/// Movements writing distinct output rows (a GPU does not order writes of
+/// one element by two movements), with random property ranges.
+std::vector<mts_data_movement_t> random_movements(std::mt19937_64& rng, const Layout& layout, size_t count,
+                                                  bool whole_rows) {
+    const uintptr_t samples_out = layout.output_shape.front();
+    const uintptr_t samples_in = layout.input_shape.front();
+    const uintptr_t p_in = layout.input_shape.back();
+    const uintptr_t p_out = layout.output_shape.back();
+    std::vector<uintptr_t> outputs(samples_out);
+    std::iota(outputs.begin(), outputs.end(), 0);
+    std::shuffle(outputs.begin(), outputs.end(), rng);
+    std::vector<mts_data_movement_t> movements;
+    for (size_t i = 0; i < count && i < samples_out; i++) {
+        mts_data_movement_t m;
+        m.sample_in = std::uniform_int_distribution<uintptr_t>(0, samples_in - 1)(rng);
+        m.sample_out = outputs[i];
+        if (whole_rows) {
+            m.properties_length = std::min(p_in, p_out);
+            m.properties_start_in = 0;
+            m.properties_start_out = 0;
+        } else {
+            m.properties_length = std::uniform_int_distribution<uintptr_t>(0, std::min(p_in, p_out))(rng);
+            m.properties_start_in = std::uniform_int_distribution<uintptr_t>(0, p_in - m.properties_length)(rng);
+            m.properties_start_out = std::uniform_int_distribution<uintptr_t>(0, p_out - m.properties_length)(rng);
+        }
+        movements.push_back(m);
+    }
+    return movements;
+}
+
+}  // namespace
+
+TEST(GpuMoveTable, EntriesAreSixteenBytesAndRoundTrip) {
+    const auto entry = pack_entry(move_offset_mask, 12345, max_entry_bytes, max_entry_bytes);
+    EXPECT_EQ(entry_input_offset(entry), move_offset_mask);
+    EXPECT_EQ(entry_output_offset(entry), 12345u);
+    EXPECT_EQ(entry_row_bytes(entry), max_entry_bytes);
+    EXPECT_EQ(entry_rows(entry), max_entry_bytes);
+    static_assert(sizeof(MoveTableEntry) == 16, "");
+}
+
+TEST(GpuMoveTable, OneEntryPerRunUntilRunsAreLarge) {
+    // 1000 scattered movements of 64 bytes: one 16-byte entry each
+    std::mt19937_64 rng(7);
+    const Layout layout = {{1000, 32}, {2000, 32}, 8};
+    auto movements = random_movements(rng, layout, 1000, false);
+    for (auto& m : movements) {
+        m.properties_start_in = 8;
+        m.properties_start_out = 16;
+        m.properties_length = 8;
+    }
+    std::sort(movements.begin(), movements.end(), [](auto& a, auto& b) { return a.sample_out < b.sample_out; });
+    std::shuffle(movements.begin(), movements.end(), rng);
+    const MovePlan plan(layout.output_shape, layout.input_shape, 8, movements.data(), movements.size());
+    size_t runs = 0;
+    plan.for_each_run([&](const MoveRun&) { runs++; });
+    const Built built = build(plan);
+    EXPECT_EQ(built.summary.entries, runs);
+    EXPECT_EQ(built.summary.total_bytes, 1000u * 64);
+    EXPECT_EQ(widest_unit_for(built.summary.alignment_bits), 16u);
+    EXPECT_EQ(team_log2_for(built.summary, 16), 2u) << "64-byte rows of 16-byte units: teams of 4";
+
+    // one movement of every row of a 4 MiB array: one run, cut in 16 KiB entries
+    const Layout big = {{4096, 128}, {4096, 128}, 8};
+    std::vector<mts_data_movement_t> all;
+    for (uintptr_t i = 0; i < 4096; i++) {
+        all.push_back({i, i, 0, 0, 128});
+    }
+    const MovePlan whole(big.output_shape, big.input_shape, 8, all.data(), all.size());
+    const Built cut = build(whole);
+    EXPECT_EQ(cut.summary.entries, (4096u * 128 * 8) / max_entry_bytes);
+    EXPECT_EQ(team_log2_for(cut.summary, 16), 5u) << "16 KiB entries: full warps";
+}
+
+TEST(GpuMoveTable, ABadMovementIsFoundBeforeTheTableIsUsed) {
+    const Layout layout = {{4, 8}, {4, 8}, 4};
+    const std::vector<mts_data_movement_t> movements = {{0, 0, 0, 0, 8}, {1, 1, 4, 0, 5}};
+    const MovePlan plan(layout.output_shape, layout.input_shape, 4, movements.data(), movements.size());
+    VectorStorage storage(8);
+    MoveTableSummary summary;
+    EXPECT_FALSE(build_move_table(plan, storage, summary));
+    EXPECT_THROW(plan.validate(), Error);
+}
+
+TEST(GpuMoveTable, RandomPlansMatchTheReference) {
+    std::mt19937_64 rng(20261123);
+    const size_t element_sizes[] = {1, 2, 4, 8, 16};
+    for (int round = 0; round < 150; round++) {
+        const size_t e = element_sizes[round % 5];
+        std::vector<uintptr_t> components;
+        const int axes = static_cast<int>(rng() % 3);
+        for (int a = 0; a < axes; a++) {
+            components.push_back(1 + rng() % 3);
+        }
+        const uintptr_t p_in = 1 + rng() % 40;
+        const uintptr_t p_out = 1 + rng() % 40;
+        Layout layout;
+        layout.element_size = e;
+        layout.input_shape = {static_cast<uintptr_t>(1 + rng() % 30)};
+        layout.output_shape = {static_cast<uintptr_t>(1 + rng() % 30)};
+        for (auto c : components) {
+            layout.input_shape.push_back(c);
+            layout.output_shape.push_back(c);
+        }
+        layout.input_shape.push_back(p_in);
+        layout.output_shape.push_back(p_out);
+        const auto movements = random_movements(rng, layout, 1 + rng() % 40, round % 7 == 0);
+        SCOPED_TRACE(::testing::Message() << "round " << round << ", element size " << e);
+        check_plan(layout, movements, rng, (round % 4 == 3) ? e : 0, 0);
+    }
+}
+
+TEST(GpuMoveTable, UnalignedBasesNarrowTheUnit) {
+    std::mt19937_64 rng(3);
+    const Layout layout = {{12, 16}, {12, 16}, 4};
+    const auto movements = random_movements(rng, layout, 12, false);
+    for (size_t shift : {1, 2, 4, 8}) {
+        SCOPED_TRACE(::testing::Message() << "shift " << shift);
+        check_plan(layout, movements, rng, shift, 16 - shift % 16);
+    }
+}
+
+TEST(GpuMoveTable, EdgeCases) {
+    std::mt19937_64 rng(11);
+    // no movement, zero-length movements only
+    check_plan({{3, 4}, {3, 4}, 8}, {}, rng);
+    check_plan({{3, 4}, {3, 4}, 8}, {{0, 1, 2, 2, 0}, {2, 0, 4, 0, 0}}, rng);
+    // one element
+    check_plan({{1, 1}, {1, 1}, 2}, {{0, 0, 0, 0, 1}}, rng);
+    // consecutive samples that coalesce, then whole rows that collapse
+    check_plan({{8, 3, 5}, {9, 3, 5}, 4}, {{2, 4, 0, 0, 5}, {3, 5, 0, 0, 5}, {4, 6, 0, 0, 5}}, rng);
+    // long rows cut into pieces: 3 rows of 40 KiB each
+    check_plan({{3, 5120}, {3, 5120}, 8}, {{0, 2, 0, 0, 5120}, {2, 0, 0, 0, 5120}, {1, 1, 7, 9, 5000}}, rng);
+    // many short rows in one run, cut by groups of rows: 10^4 x 1 element
+    std::vector<mts_data_movement_t> column;
+    for (uintptr_t i = 0; i < 10000; i++) {
+        column.push_back({i, i, 1, 0, 1});
+    }
+    check_plan({{10000, 3}, {10000, 1}, 4}, column, rng);
+}
+
+TEST(GpuMoveTable, LargeScatteredPlan) {
+    std::mt19937_64 rng(5);
+    const Layout layout = {{3000, 3, 17}, {5000, 3, 33}, 8};
+    check_plan(layout, random_movements(rng, layout, 3000, false), rng);
+}
+
+namespace {
+
+/// The runs a visitor sees, in order.
+std::vector<MoveRun> runs_of(const MovePlan& plan) {
+    std::vector<MoveRun> runs;
+    plan.for_each_run([&](const MoveRun& run) { runs.push_back(run); });
+    return runs;
+}
+
+bool same_runs(const std::vector<MoveRun>& a, const std::vector<MoveRun>& b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const MoveRun& x, const MoveRun& y) {
+               return x.input_offset == y.input_offset && x.output_offset == y.output_offset &&
+                      x.bytes == y.bytes && x.rows == y.rows;
+           });
+}
+
+/// Movements that coalesce in places: runs of 1-3 consecutive samples with
+/// the same ranges, the runs themselves scattered.
+std::vector<mts_data_movement_t> runs_of_samples(std::mt19937_64& rng, uintptr_t samples, uintptr_t properties,
+                                                 size_t count) {
+    std::vector<mts_data_movement_t> movements;
+    while (movements.size() < count) {
+        const uintptr_t length = rng() % (properties + 1);
+        const uintptr_t start_in = rng() % (properties - length + 1);
+        const uintptr_t start_out = rng() % (properties - length + 1);
+        const uintptr_t first_in = rng() % (samples - 3);
+        const uintptr_t first_out = rng() % (samples - 3);
+        for (uintptr_t k = 0, n = 1 + rng() % 3; k < n && movements.size() < count; k++) {
+            movements.push_back({first_in + k, first_out + k, start_in, start_out, length});
+        }
+    }
+    return movements;
+}
+
+}  // namespace
+
+// build_move_table screens the movements a block at a time and checks a
+// flagged block movement by movement: on long lists, a bad movement anywhere
+// (first block, either side of a block boundary, the end) must stop it
+// after exactly the runs before the bad movement's, and a good list must
+// give the very runs of the unchecked pass.
+TEST(GpuMoveTable, LongListsStopAtTheFirstBadMovement) {
+    std::mt19937_64 rng(17);
+    const uintptr_t samples = 500, properties = 24;
+    const std::vector<uintptr_t> shape = {samples, 2, properties};
+    const size_t count = 1000;
+    for (int round = 0; round < 40; round++) {
+        const auto good = runs_of_samples(rng, samples, properties, count);
+        const MovePlan good_plan(shape, shape, 4, good.data(), good.size());
+        std::vector<MoveRun> visited;
+        ASSERT_TRUE(good_plan.for_each_valid_run([&](const MoveRun& run) { visited.push_back(run); }));
+        ASSERT_TRUE(same_runs(visited, runs_of(good_plan))) << "round " << round;
+
+        const size_t places[] = {0, 1, 127, 128, 129, 255, 256, 640, count - 1, rng() % count};
+        for (size_t bad : places) {
+            for (int field = 0; field < 5; field++) {
+                auto movements = good;
+                auto& m = movements[bad];
+                switch (field) {
+                case 0: m.sample_in = samples; break;
+                case 1: m.sample_out = samples + rng() % 3; break;
+                case 2: m.properties_start_in = properties - m.properties_length + 1; break;
+                case 3: m.properties_start_out = uintptr_t(-1); break;
+                default: m.properties_length = properties + 1; break;
+                }
+                SCOPED_TRACE(::testing::Message() << "round " << round << ", bad movement " << bad << ", field "
+                                                  << field);
+                const MovePlan plan(shape, shape, 4, movements.data(), movements.size());
+                std::vector<MoveRun> seen;
+                EXPECT_FALSE(plan.for_each_valid_run([&](const MoveRun& run) { seen.push_back(run); }));
+                // the runs of the movements before the bad one, but the last
+                // (which the bad movement may have extended)
+                auto before = runs_of(plan.slice(0, bad));
+                if (!before.empty()) {
+                    before.pop_back();
+                }
+                EXPECT_TRUE(same_runs(seen, before)) << seen.size() << " runs visited, " << before.size()
+                                                     << " expected";
+                VectorStorage storage(8);
+                MoveTableSummary summary;
+                EXPECT_FALSE(build_move_table(plan, storage, summary));
+                EXPECT_THROW(plan.validate(), Error);
+            }
+        }
+    }
+}
+
+// The quick screen flags fields of 2^62 and more even when they are in
+// range: such a block takes the exact check, and visits the same runs.
+// (Their offsets are past what a table entry holds: the GPU backends refuse
+// such arrays before they build the table.)
+TEST(GpuMoveTable, HugeButValidFieldsTakeTheExactCheck) {
+    const uintptr_t huge = uintptr_t(1) << 62;
+    const std::vector<uintptr_t> input_shape = {huge + 1000, 1};
+    const std::vector<uintptr_t> output_shape = {1000, 1};
+    std::vector<mts_data_movement_t> movements;
+    for (uintptr_t i = 0; i < 1000; i++) {
+        // every third movement reads a huge sample, in every block
+        movements.push_back({(i % 3 == 0) ? huge + i : i, 999 - i, 0, 0, 1});
+    }
+    const MovePlan plan(output_shape, input_shape, 1, movements.data(), movements.size());
+    std::vector<MoveRun> visited;
+    ASSERT_TRUE(plan.for_each_valid_run([&](const MoveRun& run) { visited.push_back(run); }));
+    EXPECT_TRUE(same_runs(visited, runs_of(plan)));
+    EXPECT_EQ(visited.size(), 1000u);
+    VectorStorage storage(8);
+    MoveTableSummary summary;
+    EXPECT_TRUE(build_move_table(plan, storage, summary));
+    EXPECT_EQ(summary.entries, 1000u);
+
+    // one past the last sample, in the middle: out of range, found by the
+    // exact check after the runs before it
+    movements[500].sample_in = huge + 1000;
+    const MovePlan bad(output_shape, input_shape, 1, movements.data(), movements.size());
+    visited.clear();
+    EXPECT_FALSE(bad.for_each_valid_run([&](const MoveRun& run) { visited.push_back(run); }));
+    EXPECT_EQ(visited.size(), 499u);
+    EXPECT_FALSE(build_move_table(bad, storage, summary));
+}
+
+// Long random plans: the table against the runs of the unchecked pass, and
+// the summary against sums over those runs, with a storage that starts
+// small and grows.
+TEST(GpuMoveTable, LongPlansGiveTheRunsAndTheirSummary) {
+    std::mt19937_64 rng(23);
+    for (int round = 0; round < 30; round++) {
+        const uintptr_t samples = 300 + rng() % 700, properties = 1 + rng() % 64;
+        const size_t element = size_t(1) << (rng() % 4);
+        const std::vector<uintptr_t> shape = {samples, 1 + rng() % 3, properties};
+        const auto movements = runs_of_samples(rng, samples, properties, 100 + rng() % 3000);
+        const MovePlan plan(shape, shape, element, movements.data(), movements.size());
+        VectorStorage storage(8);
+        MoveTableSummary summary;
+        ASSERT_TRUE(build_move_table(plan, storage, summary));
+        const auto runs = runs_of(plan);
+        ASSERT_EQ(summary.entries, runs.size()) << "round " << round;  // runs are below 16 KiB here
+        uint64_t total = 0, bits = 0;
+        bool several_rows = false;
+        for (size_t i = 0; i < runs.size(); i++) {
+            const auto& entry = storage.data()[i];
+            ASSERT_EQ(entry_input_offset(entry), runs[i].input_offset);
+            ASSERT_EQ(entry_output_offset(entry), runs[i].output_offset);
+            ASSERT_EQ(entry_row_bytes(entry), runs[i].bytes);
+            ASSERT_EQ(entry_rows(entry), runs[i].rows);
+            total += runs[i].bytes * runs[i].rows;
+            bits |= runs[i].input_offset | runs[i].output_offset | runs[i].bytes;
+            several_rows |= runs[i].rows > 1;
+        }
+        if (several_rows) {
+            bits |= plan.input_row_stride() | plan.output_row_stride();
+        }
+        EXPECT_EQ(summary.total_bytes, total);
+        EXPECT_EQ(summary.alignment_bits, bits);
+    }
+}

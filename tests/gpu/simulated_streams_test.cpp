@@ -1,0 +1,577 @@
+// The stream contract of the dispatch layer, on a simulated GPU
+// (tests/support/simulated_gpu.hpp): runs on every machine, GPU or not.
+//
+//  - no operation on device memory blocks the host: each one is called while
+//    a slow kernel holds every stream involved, and must return at once
+//    without a host synchronisation, its work still queued;
+//  - memory read on another stream (move_data input, a DLPack export read
+//    by its consumer, a wrapped buffer, an imported tensor) is freed or
+//    handed back only after that read;
+//  - the host copy of label arrays is never trusted once a writable pointer
+//    to their buffer has left mtsarray;
+//  - graph capture: allocating operations fail clearly, move_data is
+//    captured and replays right, frees wait for the capture to end;
+//  - a user allocator serves and frees its own memory.
+// The same checks on a real CUDA device are in tests/cuda/streams_test.cpp.
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "support/backends.hpp"
+#include "support/simulated_gpu.hpp"
+
+using namespace mtsarray_test;
+using mtsarray::detail::Stream;
+
+namespace {
+
+constexpr DLDevice gpu0 = {kDLCUDA, 0};
+constexpr DLDevice gpu1 = {kDLCUDA, 1};
+
+enum class StreamKind { legacy, per_thread, user };
+
+std::string kind_name(StreamKind kind) {
+    return kind == StreamKind::legacy ? "legacy" : kind == StreamKind::per_thread ? "per_thread" : "user";
+}
+
+std::vector<double> iota(size_t count, double start) {
+    std::vector<double> values(count);
+    std::iota(values.begin(), values.end(), start);
+    return values;
+}
+
+class SimulatedStreams : public ::testing::TestWithParam<StreamKind> {
+protected:
+    void SetUp() override {
+        switch (GetParam()) {
+        case StreamKind::legacy: stream_ = 1; break;
+        case StreamKind::per_thread: stream_ = 2; break;
+        case StreamKind::user: stream_ = gpu_.create_stream(0); break;
+        }
+        other_ = gpu_.create_stream(0);
+        consumer_ = gpu_.create_stream(0);
+        device1_ = gpu_.create_stream(1);
+    }
+
+    void TearDown() override {
+        // every array of the test is gone: everything was freed, in order
+        gpu_.drain();
+        EXPECT_TRUE(gpu_.violations().empty()) << gpu_.violations().front();
+        EXPECT_EQ(gpu_.allocated_bytes(), 0u) << "device memory leaked";
+    }
+
+    /// An array on the simulated device 0 holding `values`, working on
+    /// `stream` (its contents arrive through a host -> device copy).
+    mtsarray::Array device_array(const std::vector<double>& values, std::vector<uintptr_t> shape, int64_t stream) {
+        auto array = array_from_bytes(gpu0, float64(), shape, to_bytes(values));
+        array.set_stream(stream);
+        return array;
+    }
+
+    std::vector<double> values_of(const mtsarray::Array& array) { return from_bytes<double>(read_bytes(array)); }
+
+    /// Runs `operation` while `held` streams are busy: it must return
+    /// without a host wait and leave the slow kernels running.
+    void expect_no_host_wait(const std::vector<std::pair<int64_t, int>>& held,
+                             const std::function<void()>& operation, const std::string& what) {
+        gpu_.drain();
+        std::vector<SimulatedGpu::Gate> gates;
+        for (const auto& stream : held) {
+            gates.push_back(gpu_.hold(stream.first, stream.second));
+        }
+        const size_t waits = gpu_.host_waits();
+        operation();
+        EXPECT_EQ(gpu_.host_waits(), waits) << what << " waited on the host";
+        for (const auto& gate : gates) {
+            EXPECT_FALSE(gate.is_open()) << what;
+        }
+        for (auto& gate : gates) {
+            gate.open();
+        }
+    }
+
+    SimulatedGpu gpu_{2};
+    UseSimulatedGpu installed_{gpu_};
+    int64_t stream_ = 0;
+    int64_t other_ = 0;
+    int64_t consumer_ = 0;
+    int64_t device1_ = 0;
+};
+
+INSTANTIATE_TEST_SUITE_P(AllStreams, SimulatedStreams,
+                         ::testing::Values(StreamKind::legacy, StreamKind::per_thread, StreamKind::user),
+                         [](const ::testing::TestParamInfo<StreamKind>& info) { return kind_name(info.param); });
+
+mts_array_t raw(const mtsarray::Array& array) {
+    return array.get();
+}
+
+/// While a gate holds a stream, work that is wrongly not ordered behind it
+/// (a free, a release) would run now: give it time to, so that the checks
+/// after the gate opens catch it deterministically enough.
+void let_misordered_work_run() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+}  // namespace
+
+// ---- 1. nothing blocks the host ------------------------------------------------------
+
+TEST_P(SimulatedStreams, MoveDataReturnsWhileBothStreamsAreBusy) {
+    auto input = device_array(iota(8 * 3, 1.0), {8, 3}, other_);
+    auto output = device_array(std::vector<double>(4 * 3, 0.0), {4, 3}, stream_);
+    const std::vector<mts_data_movement_t> movements = {{7, 0, 0, 0, 3}, {2, 3, 1, 1, 2}};
+    expect_no_host_wait({{stream_, 0}, {other_, 0}},
+                        [&] {
+                            ASSERT_EQ(raw(output).move_data(raw(output).ptr, raw(input).ptr, movements.data(), 2),
+                                      MTS_SUCCESS)
+                                << last_error();
+                        },
+                        "move_data");
+    EXPECT_EQ(values_of(output), (std::vector<double>{22, 23, 24, 0, 0, 0, 0, 0, 0, 0, 8, 9}));
+}
+
+TEST_P(SimulatedStreams, CreateFillAndZerosReturnAtOnce) {
+    auto prototype = device_array({1.0}, {1}, stream_);
+    mts_array_t created = {};
+    int destroyed = 0;
+    const uintptr_t shape[] = {5};
+    expect_no_host_wait({{stream_, 0}, {1, 0}},
+                        [&] {
+                            auto fill = ForeignArray::make(float64(), {}, to_bytes(std::vector<double>{2.5}),
+                                                           &destroyed);
+                            ASSERT_EQ(raw(prototype).create(raw(prototype).ptr, shape, 1, fill, &created),
+                                      MTS_SUCCESS)
+                                << last_error();
+                        },
+                        "create");
+    mtsarray::Array filled(created);
+    EXPECT_EQ(values_of(filled), std::vector<double>(5, 2.5));
+
+    std::unique_ptr<mtsarray::Array> full;
+    expect_no_host_wait({{1, 0}},
+                        [&] { full = std::make_unique<mtsarray::Array>(mtsarray::Array::full<double>(gpu0, {3}, -1.0)); },
+                        "mtsarray_full");
+    EXPECT_EQ(values_of(*full), std::vector<double>(3, -1.0));
+}
+
+TEST_P(SimulatedStreams, CopiesOnOneDeviceAndBetweenDevicesReturnAtOnce) {
+    auto source = device_array(iota(6, 0.5), {2, 3}, stream_);
+    std::unique_ptr<mtsarray::Array> same;
+    std::unique_ptr<mtsarray::Array> other_device;
+    expect_no_host_wait({{stream_, 0}, {1, 1}},
+                        [&] {
+                            same = std::make_unique<mtsarray::Array>(source.copy(gpu0));
+                            other_device = std::make_unique<mtsarray::Array>(source.copy(gpu1));
+                        },
+                        "copy");
+    EXPECT_EQ(same->stream(), stream_);
+    EXPECT_EQ(values_of(*same), iota(6, 0.5));
+    EXPECT_EQ(values_of(*other_device), iota(6, 0.5));
+}
+
+TEST_P(SimulatedStreams, SwapAxesReturnsAtOnce) {
+    auto array = device_array(iota(6, 0.0), {2, 3}, stream_);
+    expect_no_host_wait({{stream_, 0}},
+                        [&] { ASSERT_EQ(raw(array).swap_axes(raw(array).ptr, 0, 1), MTS_SUCCESS) << last_error(); },
+                        "swap_axes");
+    EXPECT_EQ(values_of(array), (std::vector<double>{0, 3, 1, 4, 2, 5}));
+}
+
+TEST_P(SimulatedStreams, ExportsToADeviceReturnAtOnce) {
+    auto array = device_array(iota(4, 1.0), {4}, stream_);
+    DLManagedTensorVersioned* same = nullptr;
+    DLManagedTensorVersioned* other_device = nullptr;
+    expect_no_host_wait({{stream_, 0}, {consumer_, 0}, {device1_, 1}},
+                        [&] {
+                            ASSERT_EQ(raw(array).as_dlpack(raw(array).ptr, &same, gpu0, &consumer_, dlpack_version()),
+                                      MTS_SUCCESS)
+                                << last_error();
+                            ASSERT_EQ(raw(array).as_dlpack(raw(array).ptr, &other_device, gpu1, &device1_,
+                                                           dlpack_version()),
+                                      MTS_SUCCESS)
+                                << last_error();
+                        },
+                        "as_dlpack to a device");
+    EXPECT_EQ(same->flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
+    EXPECT_NE(other_device->flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
+    // the consumers read on their own streams, after the export's wait
+    std::vector<double> read_same(4), read_other(4);
+    gpu_.copy_to_host(Stream::parse(gpu0, consumer_), read_same.data(), same->dl_tensor.data, 32);
+    gpu_.copy_to_host(Stream::parse(gpu1, device1_), read_other.data(), other_device->dl_tensor.data, 32);
+    gpu_.drain();
+    EXPECT_EQ(read_same, iota(4, 1.0));
+    EXPECT_EQ(read_other, iota(4, 1.0));
+    same->deleter(same);
+    other_device->deleter(other_device);
+}
+
+TEST_P(SimulatedStreams, ImportingAStridedDeviceTensorReturnsAtOnce) {
+    // a producer's strided tensor in simulated device memory
+    auto producer = device_array(iota(6, 0.0), {2, 3}, 1);
+    gpu_.drain();
+    std::atomic<int> deleted{0};
+    struct Producer {
+        DLManagedTensorVersioned managed;
+        int64_t shape[2] = {3, 2};
+        int64_t strides[2] = {1, 3};
+        std::atomic<int>* deleted;
+    };
+    auto* tensor = new Producer{};
+    tensor->deleted = &deleted;
+    tensor->managed.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    tensor->managed.manager_ctx = tensor;
+    tensor->managed.deleter = [](DLManagedTensorVersioned* self) {
+        auto* owner = static_cast<Producer*>(self->manager_ctx);
+        owner->deleted->fetch_add(1);
+        delete owner;
+    };
+    tensor->managed.dl_tensor.data = producer.data();
+    tensor->managed.dl_tensor.device = gpu0;
+    tensor->managed.dl_tensor.ndim = 2;
+    tensor->managed.dl_tensor.dtype = float64();
+    tensor->managed.dl_tensor.shape = tensor->shape;
+    tensor->managed.dl_tensor.strides = tensor->strides;
+
+    std::unique_ptr<mtsarray::Array> imported;
+    auto gate = gpu_.hold(1, 0);  // the import copies on the device's default stream
+    const size_t waits = gpu_.host_waits();
+    imported = std::make_unique<mtsarray::Array>(mtsarray::Array::from_dlpack(&tensor->managed));
+    EXPECT_EQ(gpu_.host_waits(), waits);
+    let_misordered_work_run();
+    // the producer's memory is still being read: not handed back yet
+    EXPECT_EQ(deleted.load(), 0);
+    gate.open();
+    gpu_.drain();
+    EXPECT_EQ(deleted.load(), 1);
+    EXPECT_EQ(values_of(*imported), (std::vector<double>{0, 3, 1, 4, 2, 5}));
+}
+
+TEST_P(SimulatedStreams, MovingATensorMapToTheDeviceReturnsAtOnce) {
+    // a block of 3 samples x 2 properties, built on the CPU with labels
+    const auto labels = [](const std::string& name, int32_t count) {
+        std::vector<int32_t> values(static_cast<size_t>(count));
+        std::iota(values.begin(), values.end(), 0);
+        auto array = array_from_bytes(mtsarray::cpu(), int32(), {values.size(), 1}, to_bytes(values));
+        return metatensor::Labels({name}, std::move(array).into_metatensor());
+    };
+    auto cpu_values = array_from_bytes(mtsarray::cpu(), float64(), {3, 2}, to_bytes(iota(6, 0.0)));
+    auto block = mtsarray::make_block(std::move(cpu_values), labels("s", 3), {}, labels("p", 2));
+    auto keys = labels("k", 1);
+    std::vector<metatensor::TensorBlock> blocks;
+    blocks.push_back(std::move(block));
+    auto tensor = metatensor::TensorMap(keys, std::move(blocks));
+
+    std::unique_ptr<metatensor::TensorMap> moved;
+    expect_no_host_wait({{stream_, 0}},
+                        [&] {
+                            moved = std::make_unique<metatensor::TensorMap>(
+                                mtsarray::tensormap_to(tensor, gpu0, stream_));
+                        },
+                        "tensormap_to");
+    auto moved_values = moved->block_by_id(0).mts_array();
+    EXPECT_EQ(moved_values.device().device_type, kDLCUDA);
+    EXPECT_EQ(from_bytes<double>(read_bytes(moved_values.as_mts_array_t())), iota(6, 0.0));
+}
+
+TEST_P(SimulatedStreams, HostConsumersWaitOnlyForTheStreamTheyRead) {
+    auto array = device_array(iota(3, 1.0), {3}, stream_);
+    gpu_.drain();
+    auto unrelated = gpu_.hold(other_, 0);
+    // reading `array` on the host waits for its stream, not for `other_`
+    EXPECT_EQ(values_of(array), iota(3, 1.0));
+    EXPECT_FALSE(unrelated.is_open());
+}
+
+// ---- 2. lifetimes across streams ----------------------------------------------------------
+
+TEST_P(SimulatedStreams, TheSimulatorSeesAFreeOrderedBeforeARead) {
+    // the checker itself: a read held on one stream, the memory freed on
+    // another right away, must be reported (the real tests rely on it)
+    const Stream reader = Stream::parse(gpu0, other_);
+    const Stream freer = Stream::parse(gpu0, stream_);
+    void* memory = gpu_.allocate(freer, 64);
+    gpu_.drain();
+    auto gate = gpu_.hold(other_, 0);
+    std::vector<char> host(64);
+    gpu_.copy_to_host(reader, host.data(), memory, 64);
+    gpu_.deallocate(freer, memory, 64);
+    gpu_.synchronize(freer);  // the free ran first
+    gate.open();
+    gpu_.drain();
+    EXPECT_EQ(gpu_.violations().size(), 1u);
+    gpu_.clear_violations();  // provoked on purpose
+}
+
+TEST_P(SimulatedStreams, AnInputReadOnAnotherStreamIsFreedAfterTheRead) {
+    auto output = device_array(std::vector<double>(8, 0.0), {8, 1}, stream_);
+    auto input = std::make_unique<mtsarray::Array>(device_array(iota(8, 10.0), {8, 1}, other_));
+    gpu_.drain();
+    auto gate = gpu_.hold(stream_, 0);  // the move will run late, on the output's stream
+    std::vector<mts_data_movement_t> movements;
+    for (uintptr_t i = 0; i < 8; i++) {
+        movements.push_back({i, 7 - i, 0, 0, 1});
+    }
+    ASSERT_EQ(raw(output).move_data(raw(output).ptr, raw(*input).ptr, movements.data(), movements.size()),
+              MTS_SUCCESS)
+        << last_error();
+    // destroyed while the read is still queued: its free, on `other_`
+    // (idle), must wait for the read on the output's stream
+    input.reset();
+    let_misordered_work_run();
+    gate.open();
+    gpu_.drain();
+    EXPECT_TRUE(gpu_.violations().empty());
+    EXPECT_EQ(values_of(output), (std::vector<double>{17, 16, 15, 14, 13, 12, 11, 10}));
+}
+
+TEST_P(SimulatedStreams, AnExportReadOnTheConsumerStreamKeepsItsMemory) {
+    std::vector<double> read(4, 0.0);
+    DLManagedTensorVersioned* tensor = nullptr;
+    {
+        auto array = device_array(iota(4, 3.0), {4}, stream_);
+        ASSERT_EQ(raw(array).as_dlpack(raw(array).ptr, &tensor, gpu0, &consumer_, dlpack_version()), MTS_SUCCESS);
+    }
+    // the array is gone; the consumer reads late on its stream, then lets go
+    auto gate = gpu_.hold(consumer_, 0);
+    gpu_.copy_to_host(Stream::parse(gpu0, consumer_), read.data(), tensor->dl_tensor.data, 32);
+    tensor->deleter(tensor);
+    let_misordered_work_run();
+    gate.open();
+    gpu_.drain();
+    EXPECT_TRUE(gpu_.violations().empty());
+    EXPECT_EQ(read, iota(4, 3.0));
+}
+
+TEST_P(SimulatedStreams, ACopiedExportLivesOnTheConsumerStream) {
+    auto array = device_array(iota(4, 3.0), {4}, stream_);
+    DLManagedTensorVersioned* tensor = nullptr;
+    ASSERT_EQ(raw(array).as_dlpack(raw(array).ptr, &tensor, gpu1, &device1_, dlpack_version()), MTS_SUCCESS);
+    auto gate = gpu_.hold(device1_, 1);
+    std::vector<double> read(4, 0.0);
+    gpu_.copy_to_host(Stream::parse(gpu1, device1_), read.data(), tensor->dl_tensor.data, 32);
+    tensor->deleter(tensor);  // freed on device1_, after the read queued there
+    gate.open();
+    gpu_.drain();
+    EXPECT_TRUE(gpu_.violations().empty());
+    EXPECT_EQ(read, iota(4, 3.0));
+}
+
+TEST_P(SimulatedStreams, WrappedMemoryGoesBackOnlyAfterTheDeviceIsDone) {
+    const Stream stream = Stream::parse(gpu0, stream_);
+    void* memory = gpu_.allocate(stream, 4 * sizeof(double));
+    struct Owner {
+        SimulatedGpu* gpu;
+        Stream stream;
+        void* memory;
+        std::atomic<int> released{0};
+    } owner{&gpu_, stream, memory};
+    mts_array_t array = {};
+    const uintptr_t shape[] = {4, 1};
+    ASSERT_EQ(mtsarray_wrap(memory, gpu0, float64(), shape, 2,
+                            [](void* context) {
+                                auto* self = static_cast<Owner*>(context);
+                                self->gpu->deallocate(self->stream, self->memory, 4 * sizeof(double));
+                                self->released.fetch_add(1);
+                            },
+                            &owner, &array),
+              MTS_SUCCESS)
+        << last_error();
+    ASSERT_EQ(mtsarray_set_stream(&array, stream_), MTS_SUCCESS);
+    auto input = device_array(iota(4, 1.0), {4, 1}, stream_);
+    gpu_.drain();
+    auto gate = gpu_.hold(stream_, 0);
+    const std::vector<mts_data_movement_t> movements = {{0, 3, 0, 0, 1}, {3, 0, 0, 0, 1}};
+    ASSERT_EQ(array.move_data(array.ptr, raw(input).ptr, movements.data(), 2), MTS_SUCCESS) << last_error();
+    array.destroy(array.ptr);
+    let_misordered_work_run();
+    EXPECT_EQ(owner.released.load(), 0) << "the deleter ran while a write into the memory was queued";
+    gate.open();
+    gpu_.drain();
+    EXPECT_EQ(owner.released.load(), 1);
+}
+
+// ---- 3. the host copy of labels ---------------------------------------------------------
+
+namespace {
+
+mtsarray::Array labels_on_device(const std::vector<int32_t>& values, uintptr_t rows) {
+    // copied from the CPU: the device array keeps a host mirror of them
+    return array_from_bytes(gpu0, int32(), {rows, values.size() / rows}, to_bytes(values));
+}
+
+}  // namespace
+
+TEST_P(SimulatedStreams, AWritablePointerEndsTrustInTheHostCopy) {
+    auto labels = labels_on_device({1, 2, 3, 4}, 2);
+    labels.set_stream(stream_);
+    EXPECT_EQ(from_bytes<int32_t>(read_bytes(labels)), (std::vector<int32_t>{1, 2, 3, 4}));
+    // a writable pointer escapes, the host reads again (a mirror could be
+    // rebuilt here), then the caller writes through its old pointer
+    void* pointer = labels.data();
+    EXPECT_EQ(from_bytes<int32_t>(read_bytes(labels)), (std::vector<int32_t>{1, 2, 3, 4}));
+    const std::vector<int32_t> written = {9, 8, 7, 6};
+    gpu_.drain();
+    std::memcpy(pointer, written.data(), 16);  // "a kernel of the caller's"
+    EXPECT_EQ(from_bytes<int32_t>(read_bytes(labels)), written);
+    EXPECT_EQ(from_bytes<int32_t>(read_bytes(labels.copy(mtsarray::cpu()))), written);
+}
+
+TEST_P(SimulatedStreams, AZeroCopyReimportWritingTheBufferIsSeen) {
+    auto labels = labels_on_device({1, 2, 3, 4, 5, 6}, 3);
+    EXPECT_EQ(from_bytes<int32_t>(read_bytes(labels)), (std::vector<int32_t>{1, 2, 3, 4, 5, 6}));
+    DLManagedTensorVersioned* tensor = nullptr;
+    const int64_t legacy = 1;
+    ASSERT_EQ(raw(labels).as_dlpack(raw(labels).ptr, &tensor, gpu0, &legacy, dlpack_version()), MTS_SUCCESS);
+    auto shared = mtsarray::Array::from_dlpack(tensor);  // zero-copy: same buffer
+    EXPECT_EQ(shared.data(), labels.data());
+    auto source = array_from_bytes(gpu0, int32(), {3, 2}, to_bytes(std::vector<int32_t>{-1, -2, -3, -4, -5, -6}));
+    const std::vector<mts_data_movement_t> movements = {{0, 2, 0, 0, 2}};
+    ASSERT_EQ(raw(shared).move_data(raw(shared).ptr, raw(source).ptr, movements.data(), 1), MTS_SUCCESS);
+    EXPECT_EQ(from_bytes<int32_t>(read_bytes(labels)), (std::vector<int32_t>{1, 2, 3, 4, -1, -2}));
+}
+
+TEST_P(SimulatedStreams, TheHostCopyServesReadsWhileNoPointerEscaped) {
+    auto labels = labels_on_device({4, 5, 6, 7}, 2);
+    labels.set_stream(stream_);
+    gpu_.drain();
+    // a mirror is at hand: a host read needs no transfer and no wait, even
+    // with the stream busy
+    auto gate = gpu_.hold(stream_, 0);
+    const size_t waits = gpu_.host_waits();
+    EXPECT_EQ(from_bytes<int32_t>(read_bytes(labels)), (std::vector<int32_t>{4, 5, 6, 7}));
+    EXPECT_EQ(gpu_.host_waits(), waits);
+}
+
+// ---- 4. graph capture ---------------------------------------------------------------------
+
+TEST_P(SimulatedStreams, AllocatingWhileCapturingFailsClearly) {
+    auto array = device_array(iota(4, 0.0), {2, 2}, stream_);
+    gpu_.drain();
+    gpu_.begin_capture(stream_, 0);
+    mts_array_t result = {};
+    reset_last_error();
+    EXPECT_EQ(raw(array).copy(raw(array).ptr, gpu0, &result), MTS_CALLBACK_ERROR);
+    EXPECT_NE(last_error().find("can not be captured"), std::string::npos) << last_error();
+    EXPECT_EQ(raw(array).swap_axes(raw(array).ptr, 0, 1), MTS_CALLBACK_ERROR);
+    EXPECT_NE(last_error().find("can not be captured"), std::string::npos) << last_error();
+    int destroyed = 0;
+    const uintptr_t shape[] = {2};
+    auto fill = ForeignArray::make(float64(), {}, to_bytes(std::vector<double>{1.0}), &destroyed);
+    EXPECT_EQ(raw(array).create(raw(array).ptr, shape, 1, fill, &result), MTS_CALLBACK_ERROR);
+    EXPECT_NE(last_error().find("can not be captured"), std::string::npos) << last_error();
+    EXPECT_EQ(destroyed, 1);
+    EXPECT_EQ(result.ptr, nullptr);
+    auto graph = gpu_.end_capture(stream_, 0);
+    EXPECT_TRUE(graph.empty()) << "a failed operation queued work";
+    EXPECT_EQ(values_of(array), iota(4, 0.0));
+    EXPECT_EQ(array.shape(), (std::vector<uintptr_t>{2, 2}));
+}
+
+TEST_P(SimulatedStreams, MoveDataIsCapturedAndEveryReplayReadsTheInputOfTheMoment) {
+    auto input = device_array(iota(4, 1.0), {4, 1}, stream_);
+    auto output = device_array(std::vector<double>(4, 0.0), {4, 1}, stream_);
+    gpu_.drain();
+    gpu_.begin_capture(stream_, 0);
+    {
+        // the movements live only during the call: the graph must not need them
+        std::vector<mts_data_movement_t> movements = {{0, 3, 0, 0, 1}, {1, 2, 0, 0, 1}, {2, 1, 0, 0, 1},
+                                                      {3, 0, 0, 0, 1}};
+        ASSERT_EQ(raw(output).move_data(raw(output).ptr, raw(input).ptr, movements.data(), movements.size()),
+                  MTS_SUCCESS)
+            << last_error();
+        std::fill(movements.begin(), movements.end(), mts_data_movement_t{0, 0, 0, 0, 1});
+    }
+    auto graph = gpu_.end_capture(stream_, 0);
+    ASSERT_FALSE(graph.empty());
+    EXPECT_EQ(values_of(output), std::vector<double>(4, 0.0)) << "captured work must not run";
+
+    for (double base : {10.0, 20.0}) {
+        auto fresh = device_array(iota(4, base), {4, 1}, stream_);
+        const std::vector<mts_data_movement_t> all = {{0, 0, 0, 0, 1}, {1, 1, 0, 0, 1}, {2, 2, 0, 0, 1},
+                                                      {3, 3, 0, 0, 1}};
+        ASSERT_EQ(raw(input).move_data(raw(input).ptr, raw(fresh).ptr, all.data(), all.size()), MTS_SUCCESS);
+        gpu_.launch(graph, stream_, 0);
+        EXPECT_EQ(values_of(output), (std::vector<double>{base + 3, base + 2, base + 1, base}));
+    }
+}
+
+TEST_P(SimulatedStreams, CapturedMoveDataNeedsTheInputInTheSameCapture) {
+    auto input = device_array(iota(2, 1.0), {2, 1}, other_);
+    auto output = device_array(std::vector<double>(2, 0.0), {2, 1}, stream_);
+    gpu_.drain();
+    gpu_.begin_capture(stream_, 0);
+    const mts_data_movement_t movement = {0, 1, 0, 0, 1};
+    reset_last_error();
+    EXPECT_EQ(raw(output).move_data(raw(output).ptr, raw(input).ptr, &movement, 1), MTS_CALLBACK_ERROR);
+    EXPECT_NE(last_error().find("capturing a graph"), std::string::npos) << last_error();
+    EXPECT_TRUE(gpu_.end_capture(stream_, 0).empty());
+    EXPECT_EQ(values_of(output), std::vector<double>(2, 0.0));
+}
+
+TEST_P(SimulatedStreams, ArraysDestroyedDuringACaptureAreFreedAfterIt) {
+    auto keep = device_array(iota(2, 0.0), {2}, stream_);
+    auto gone = std::make_unique<mtsarray::Array>(device_array(iota(4, 0.0), {4}, stream_));
+    gpu_.drain();
+    const size_t before = gpu_.allocated_bytes();
+    gpu_.begin_capture(stream_, 0);
+    gone.reset();  // destroyed while its stream captures: a free now would be a graph node
+    gpu_.drain();
+    EXPECT_EQ(gpu_.allocated_bytes(), before) << "freed inside the capture";
+    auto graph = gpu_.end_capture(stream_, 0);
+    EXPECT_TRUE(graph.empty()) << "the free became part of the graph";
+    gpu_.drain();
+    EXPECT_EQ(gpu_.allocated_bytes(), before - 4 * sizeof(double));
+}
+
+// ---- 5. the user's allocator ------------------------------------------------------------
+
+TEST_P(SimulatedStreams, AUserAllocatorServesAndFreesItsOwnMemory) {
+    struct Counts {
+        SimulatedGpu* gpu;
+        int allocated = 0;
+        int freed = 0;
+        std::vector<int64_t> streams;
+    } counts{&gpu_, 0, 0, {}};
+    mtsarray_allocator_t allocator = {};
+    allocator.context = &counts;
+    allocator.allocate = [](void* context, DLDevice device, int64_t stream, size_t bytes) -> void* {
+        auto* self = static_cast<Counts*>(context);
+        self->allocated++;
+        self->streams.push_back(stream);
+        return self->gpu->allocate(Stream::parse(device, stream), bytes);
+    };
+    allocator.deallocate = [](void* context, DLDevice device, int64_t stream, void* data, size_t bytes) {
+        auto* self = static_cast<Counts*>(context);
+        self->freed++;
+        self->gpu->deallocate(Stream::parse(device, stream), data, bytes);
+    };
+    ASSERT_EQ(mtsarray_set_allocator(kDLCUDA, &allocator), MTS_SUCCESS) << last_error();
+    {
+        auto mine = mtsarray::Array::full<double>(gpu0, {3}, 1.5);
+        auto empty = mtsarray::Array::zeros(gpu0, float64(), {0, 3});  // zero bytes: never asked
+        ASSERT_EQ(mtsarray_set_allocator(kDLCUDA, nullptr), MTS_SUCCESS);
+        auto theirs = mtsarray::Array::full<double>(gpu0, {3}, 2.5);
+        EXPECT_EQ(counts.allocated, 1);
+        EXPECT_EQ(counts.streams, std::vector<int64_t>{1});
+        EXPECT_EQ(values_of(mine), std::vector<double>(3, 1.5));
+        EXPECT_EQ(values_of(theirs), std::vector<double>(3, 2.5));
+    }
+    gpu_.drain();
+    EXPECT_EQ(counts.freed, 1) << "memory must go back to the allocator that made it";
+
+    reset_last_error();
+    EXPECT_EQ(mtsarray_set_allocator(kDLCPU, &allocator), MTS_CALLBACK_ERROR);
+    EXPECT_NE(last_error().find("only CUDA and ROCm device memory"), std::string::npos) << last_error();
+    allocator.deallocate = nullptr;
+    EXPECT_EQ(mtsarray_set_allocator(kDLCUDA, &allocator), MTS_CALLBACK_ERROR);
+    EXPECT_NE(last_error().find("must not be NULL"), std::string::npos) << last_error();
+}
