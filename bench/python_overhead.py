@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Host time of the mtsarray Python package's hot paths (issue 14, point 6).
+"""Host time of the mtsarray Python package's hot paths.
 
 - DLPack in: ``mtsarray.from_dlpack(x)`` of a PyTorch tensor (CPU, and CUDA
   when available) and of a NumPy array;

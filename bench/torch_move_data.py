@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """move_data next to PyTorch, in one process, on the same data (bench/README.md).
 
-For two cases of the CUDA issue -- 100 000 scattered movements with differing
+For two of the GPU move_data cases -- 100 000 scattered movements with differing
 property ranges, and 100 000 scattered movements sharing one property range --
 this times, interleaved and on the same tensors:
 
@@ -27,7 +27,7 @@ this times, interleaved and on the same tensors:
 
 Every time is end to end (host time until the stream is done), the median of
 interleaved rounds. Every implementation's result is checked against a
-reference before anything is timed. Targets (issue 10, point 6): mtsarray
+reference before anything is timed. Targets (bench/README.md, Targets): mtsarray
 >= 1000x faster than one index_put_ per movement (differing ranges), >= 3x
 faster than metatensor-torch's vectorised path end to end (shared range),
 on CUDA; the CPU rows show the same ratios without a verdict.
@@ -250,7 +250,7 @@ def run_case(torch, mts, device, count, shared, rounds):
     targets = []
     loops = [times[n] for n in times if n.startswith("index_put_ per movement")]
     if not is_cuda:
-        pass  # the targets are the GPU's (issue 10): CPU rows only show the ratios
+        pass  # the targets are the GPU's: CPU rows only show the ratios
     elif not shared:
         # against the fastest per-movement loop: the conservative reading
         ratio = min(loops) / mtsarray

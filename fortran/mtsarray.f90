@@ -553,7 +553,7 @@ contains
         mtsarray_rocm_device = DLDevice(kDLROCM, int(id, c_int32_t))
     end function
 
-    ! ---- helpers --------------------------------------------------------------
+    ! ---- private: shapes, devices, callbacks and errors between C and Fortran -
 
     ! Fortran-order shape -> C-order shape (reversed), at least one entry so
     ! a 0-d array still passes a valid pointer.

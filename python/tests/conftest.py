@@ -1,4 +1,4 @@
-"""Shared helpers of the mtsarray package's tests.
+"""What the mtsarray package's tests share: required and optional imports.
 
 Optional modules (torch, cupy, jax) and devices make tests skip with the
 reason. The package's own requirements (mtsarray, numpy, metatensor) skip

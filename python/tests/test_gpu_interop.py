@@ -3,7 +3,7 @@
 The GPU cases run where mtsarray has a usable CUDA backend AND the framework
 sees a CUDA device; otherwise they skip with the reason. What is checked:
 - zero-copy both ways (same device pointer, writes visible both ways), and
-  data that outlives its MtsArray (no double release: issue 10);
+  data that outlives its MtsArray (released exactly once);
 - the stream hand-off: a slow kernel keeps the producer's stream busy, the
   test checks it is still running when the hand-off returns (nothing blocked
   the host, and an ordering bug would read stale values), then the consumer
@@ -141,7 +141,7 @@ def test_torch_from_dlpack_zero_copy():
 
 @needs_torch_cuda
 def test_torch_data_outlives_the_array():
-    # issue 10: the ctypes binding destroyed the array a second time from __del__
+    # the tensor keeps the memory alive; the array must be released exactly once
     array = mtsarray.full((1000,), 3.0, device="cuda")
     tensor = torch.from_dlpack(array)
     del array
@@ -239,7 +239,7 @@ def test_cupy_from_dlpack_zero_copy():
 
 @needs_cupy_cuda
 def test_cupy_stream_hand_off():
-    # issue 10: this hand-off crashed in the ctypes binding
+    # a CuPy producer stream handing an array to a CuPy consumer stream
     spin = cupy.RawKernel(_SPIN_KERNEL, "spin")
     producer = cupy.cuda.Stream(non_blocking=True)
     consumer = cupy.cuda.Stream(non_blocking=True)
