@@ -97,7 +97,7 @@ module mtsarray
     public :: mtsarray_zeros, mtsarray_full, mtsarray_wrap, mtsarray_wrap_host
     public :: mtsarray_set_stream, mtsarray_get_stream, mtsarray_synchronize, mtsarray_data
     public :: mtsarray_shape, mtsarray_dtype, mtsarray_device, mtsarray_move_data, mtsarray_copy
-    public :: mtsarray_is_mtsarray, mtsarray_destroy
+    public :: mtsarray_is_mtsarray, mtsarray_destroy, mtsarray_copy_into
     public :: mtsarray_backend_available, mtsarray_backend_unavailable_reason
     public :: mtsarray_last_error, mtsarray_version
     public :: mtsarray_set_num_threads, mtsarray_get_num_threads
@@ -145,6 +145,16 @@ module mtsarray
             import :: mts_array_t, c_ptr, c_int32_t
             type(mts_array_t), intent(in) :: array
             type(c_ptr), intent(out) :: data
+            integer(c_int32_t) :: status
+        end function
+
+        !> Write every element of `source` into `destination` (same dtype and
+        !> shape, any devices), queued on the destination's stream; nothing is
+        !> allocated, so a buffer made once can be refilled every step.
+        function mtsarray_copy_into(destination, source) bind(c, name="mtsarray_copy_into") result(status)
+            import :: mts_array_t, c_int32_t
+            type(mts_array_t), intent(in) :: destination
+            type(mts_array_t), intent(in) :: source
             integer(c_int32_t) :: status
         end function
 

@@ -164,6 +164,30 @@ MTSARRAY_EXPORT mts_status_t mtsarray_synchronize(const mts_array_t* array);
 MTSARRAY_EXPORT mts_status_t mtsarray_data(const mts_array_t* array, void** data);
 
 /**
+ * Copy every element of `source` into `destination`, an array that already
+ * exists: same dtype and shape, any two devices mtsarray serves (CPU,
+ * page-locked and managed host memory, CUDA, ROCm, another GPU of the same
+ * kind). `destination` must be an mtsarray array; `source` may be any
+ * mts_array_t (another library's is read through its own as_dlpack on its
+ * own device, strided or not). Nothing is allocated on the destination's
+ * device, so a buffer made once (a page-locked staging array, a device batch
+ * buffer) can be refilled every step.
+ *
+ * Ordering: the copy is queued on the destination's work stream after the
+ * work pending on both arrays. It does not block the host between two
+ * device arrays (same device, or peer), nor from host memory to a device
+ * (pageable bytes are staged first, so the source may be reused at once);
+ * when the destination is host memory (kDLCPU, kDLCUDAHost, kDLCUDAManaged,
+ * kDLROCMHost: arrays the host computes on) the call returns once the bytes
+ * are there, waiting for that copy and the source's pending work only.
+ *
+ * Errors (nothing is written): NULL arguments, a destination that is not an
+ * mtsarray array, another dtype or shape, a device that can not be used, a
+ * source whose export fails.
+ */
+MTSARRAY_EXPORT mts_status_t mtsarray_copy_into(const mts_array_t* destination, const mts_array_t* source);
+
+/**
  * `*result` is true when `array` was made by mtsarray and is still alive,
  * including the borrowed views libmetatensor hands out (destroy = NULL).
  */

@@ -135,6 +135,12 @@ public:
         return Array(array, Adopt{});
     }
 
+    /// Writes every element of `source` into this array (same dtype and
+    /// shape, any devices), queued on this array's stream
+    /// (mtsarray_copy_into). `source` may be any metatensor array.
+    void copy_from(const mts_array_t& source) { details::check(mtsarray_copy_into(&checked(), &source)); }
+    void copy_from(const Array& source) { copy_from(source.checked()); }
+
     DLDevice device() const {
         DLDevice device = {};
         const auto& self = checked();

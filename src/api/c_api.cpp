@@ -13,6 +13,7 @@
 #include "core/backend_registry.hpp"
 #include "api/c_boundary.hpp"
 #include "api/callbacks.hpp"
+#include "api/foreign_array.hpp"
 #include "cpu/threads/thread_count.hpp"
 #include "base/device.hpp"
 #include "base/dtype.hpp"
@@ -124,6 +125,21 @@ mts_status_t mtsarray_data(const mts_array_t* array, void** data) {
         // the caller may write through the pointer
         target.hand_out_writable_pointer();
         *data = target.data();
+    });
+}
+
+mts_status_t mtsarray_copy_into(const mts_array_t* destination, const mts_array_t* source) {
+    return guard(context("mtsarray_copy_into"), [&] {
+        check_not_null(destination, "destination");
+        check_not_null(source, "source");
+        MTSARRAY_EXPECTS(is_mtsarray(*destination),
+                         "destination was not made by mtsarray (or was already destroyed)");
+        Array& output = *find_array(destination->ptr);
+        if (is_mtsarray(*source)) {
+            copy_into(output, *find_array(source->ptr));
+        } else {
+            copy_into(output, *borrow_foreign_array(*source, "source"));
+        }
     });
 }
 

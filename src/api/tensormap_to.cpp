@@ -7,6 +7,7 @@
 #include "core/backend_registry.hpp"
 #include "api/c_boundary.hpp"
 #include "api/callbacks.hpp"
+#include "api/foreign_array.hpp"
 #include "base/device.hpp"
 #include "base/error.hpp"
 #include "operations/operations.hpp"
@@ -55,17 +56,9 @@ std::unique_ptr<Array> array_to(const mts_array_t& source, const Stream& stream)
     if (is_mtsarray(source)) {
         return copy_to_device(*find_array(source.ptr), device, &stream);
     }
-    // another library's array: borrow its data through DLPack on its own device
-    MTSARRAY_EXPECTS(source.device != nullptr && source.as_dlpack != nullptr,
-                     "an array of the TensorMap has no device or as_dlpack function");
-    DLDevice own = {};
-    check_status(source.device(source.ptr, &own), "reading the device of an array");
-    DLManagedTensorVersioned* tensor = nullptr;
-    const DLPackVersion version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-    check_status(source.as_dlpack(source.ptr, &tensor, own, nullptr, version), "exporting an array through DLPack");
-    // the borrowed view gives the producer's memory back once the copy that
-    // reads it has run (Buffer's stream-ordered release), without a wait
-    auto borrowed = from_dlpack(tensor);
+    // another library's array: borrowed through DLPack on its own device,
+    // given back once the copy that reads it has run
+    auto borrowed = borrow_foreign_array(source, "an array of the TensorMap");
     return copy_to_device(*borrowed, device, &stream);
 }
 

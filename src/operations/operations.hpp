@@ -23,6 +23,13 @@ std::unique_ptr<Array> make_filled(DLDataType dtype, Shape shape, const void* va
 /// pending work; int32 label arrays keep their host mirror.
 std::unique_ptr<Array> copy_to_device(const Array& source, DLDevice device, const Stream* stream = nullptr);
 
+/// copy_into.cpp: writes every element of `source` into `destination`
+/// (same dtype and shape, any two devices), queued on the destination's
+/// stream after the source's pending work. Overlapping arrays on one device
+/// are copied through a snapshot. Throws Error naming the mismatch before
+/// anything is written.
+void copy_into(Array& destination, const Array& source);
+
 /// copy.cpp: a new host (kDLCPU) buffer holding a copy of `bytes` host bytes.
 std::shared_ptr<Buffer> host_copy(const void* data, size_t bytes);
 

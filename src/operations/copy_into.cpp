@@ -1,0 +1,65 @@
+// copy_into: every element of one array written into another that already
+// exists, on any pair of devices, queued on the destination's stream.
+
+#include <cstring>
+#include <string>
+
+#include "base/device.hpp"
+#include "base/dtype.hpp"
+#include "base/error.hpp"
+#include "base/shape.hpp"
+#include "core/backend_registry.hpp"
+#include "operations/operations.hpp"
+
+namespace mtsarray::detail {
+
+namespace {
+
+bool overlaps(const Array& a, const Array& b) {
+    const auto* a_begin = static_cast<const unsigned char*>(a.data());
+    const auto* b_begin = static_cast<const unsigned char*>(b.data());
+    return a.nbytes() != 0 && b.nbytes() != 0 && a_begin < b_begin + b.nbytes() && b_begin < a_begin + a.nbytes();
+}
+
+}  // namespace
+
+void copy_into(Array& destination, const Array& source) {
+    MTSARRAY_EXPECTS(same_dtype(destination.dtype(), source.dtype()),
+                     "the source (" + source.describe() + ") has another dtype than the destination");
+    MTSARRAY_EXPECTS(destination.shape() == source.shape(),
+                     "the source (" + source.describe() + ") has another shape than the destination");
+    check_device_usable(destination.device());
+    check_device_usable(source.device());
+    const size_t bytes = source.nbytes();
+    if (bytes == 0 || (destination.data() == source.data() && same_device(destination.device(), source.device()))) {
+        return;  // nothing to write: every element is already where it goes
+    }
+    destination.invalidate_host_mirror();
+    const Stream& stream = destination.stream();
+
+    if (same_device(destination.device(), source.device())) {
+        const Backend& memory = destination.memory_backend();
+        const Backend& compute = destination.compute_backend();
+        memory.wait(stream, source.stream());
+        if (!overlaps(destination, source)) {
+            compute.copy(stream, destination.data(), source.data(), bytes);
+        } else {
+            // two views of one buffer: through a snapshot, as memmove would
+            memory.check_not_capturing(stream, "copy_into between overlapping arrays (through a snapshot)");
+            auto snapshot = Buffer::allocate(stream, bytes);
+            compute.copy(stream, snapshot->data(), source.data(), bytes);
+            compute.copy(stream, destination.data(), snapshot->data(), bytes);
+        }
+        // read on the destination's stream: the source's memory must not be
+        // freed on its own stream before that read
+        source.buffer()->record_use(stream);
+    } else {
+        // host <-> device, device <-> device of one runtime (peer), or two
+        // runtimes through the host: transfer() orders each side after its
+        // stream's pending work, and only a pageable host side waits
+        // (a device source is read on its own stream)
+        transfer(destination.data(), stream, source.data(), source.stream(), bytes);
+    }
+}
+
+}  // namespace mtsarray::detail
