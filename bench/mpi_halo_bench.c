@@ -59,21 +59,18 @@
  *    receive array, which MPI is about to overwrite. The unpack is queued
  *    only after MPI_Waitall returned: MPI's writes to the receive array are
  *    complete by then, and the stream reads it after that.
- *  - staged (GPU arrays, MPI not GPU-aware): the send array is copied to
- *    host memory through mtsarray (`copy` onto the CPU): the copy is queued
- *    on the stream after the pack and the host waits for that copy only.
- *    MPI receives into a page-locked host array (mtsarray_zeros on
- *    kDLCUDAHost / kDLROCMHost, made once), which `copy` then uploads to
- *    the device after MPI_Waitall; the unpack on the stream follows the
- *    upload (move_data orders the output's stream after the input's, on
- *    the device). MPI may overwrite the page-locked array in the next step
- *    because the host waits, before the next MPI_Irecv, for the next copy
- *    of the send array: it is queued on the same stream after this unpack,
- *    which waited for the upload. Why the send side is a fresh CPU copy and not a page-locked
- *    array made once: mtsarray has no "copy into an existing array" across
- *    devices, and a new page-locked allocation per step (cudaHostAlloc,
- *    then a device-synchronising cudaFreeHost) costs more than the
- *    runtime's own staging of a copy into pageable memory.
+ *  - staged (GPU arrays, MPI not GPU-aware): three arrays made once, two
+ *    page-locked host ones (mtsarray_zeros on kDLCUDAHost / kDLROCMHost)
+ *    and one on the device. mtsarray_copy_into copies the send array into
+ *    the first after the pack (the host waits for that copy only); MPI
+ *    sends from it and receives into the second, which mtsarray_copy_into
+ *    uploads into the third after MPI_Waitall; the unpack on the stream
+ *    follows the upload (move_data orders the output's stream after the
+ *    input's, on the device). MPI may overwrite the page-locked arrays in
+ *    the next step because the host waits, before the next MPI_Irecv, for
+ *    the next copy of the send array: it is queued on the same stream after
+ *    this unpack, which waited for the upload. Nothing is allocated per
+ *    step.
  *
  * The host waits at the end of every unpack only so that the measured time
  * includes it: a real code queues its next kernel on the stream instead.
@@ -607,8 +604,12 @@ typedef struct {
     uintptr_t ghosts;   /* G: rows per message */
     mts_array_t send;   /* (2G, width) on the device: packed here */
     /* (2G, width): on the device (direct), or page-locked host memory
-     * (staged) that MPI writes and `copy` uploads */
+     * (staged) that MPI writes and mtsarray_copy_into uploads */
     mts_array_t receive;
+    /* staged only, (2G, width): the page-locked copy of `send` that MPI
+     * reads, and the device copy of `receive` that the unpack reads */
+    mts_array_t host_send;
+    mts_array_t uploaded;
     /* the MPI_Sendrecv baseline: plain host buffers, same bytes */
     double* baseline_send;
     double* baseline_receive;
@@ -652,6 +653,9 @@ static Channel make_channel(const Route* route, const Blocks* blocks, uintptr_t 
     if (route->staged) {
         /* host memory: no stream of its own, the host writes it (MPI) */
         MTS_CHECK(mtsarray_zeros(route->staging, FLOAT64, shape, 2, &channel.receive));
+        MTS_CHECK(mtsarray_zeros(route->staging, FLOAT64, shape, 2, &channel.host_send));
+        MTS_CHECK(mtsarray_zeros(route->device, FLOAT64, shape, 2, &channel.uploaded));
+        MTS_CHECK(mtsarray_set_stream(&channel.uploaded, route->stream));
     } else {
         MTS_CHECK(mtsarray_zeros(route->device, FLOAT64, shape, 2, &channel.receive));
         MTS_CHECK(mtsarray_set_stream(&channel.receive, route->stream));
@@ -673,6 +677,8 @@ static void free_channel(Channel* channel) {
     }
     release(&channel->send);
     release(&channel->receive);
+    release(&channel->host_send);
+    release(&channel->uploaded);
     free(channel->baseline_send);
     free(channel->baseline_receive);
 }
@@ -713,17 +719,15 @@ typedef struct {
 } PhaseTimes;
 
 /* Everything between a packed send array and received rows on the device:
- * returns the array to unpack from, on the device; `*temporary` says whether
- * it is a new array (staged path) to destroy after the unpack. */
-static mts_array_t transfer(const Layout* layout, const Route* route, Channel* channel,
-                            bool* temporary, PhaseTimes* times, double start) {
-    mts_array_t host_send = {0};
+ * returns the array to unpack from, on the device. */
+static const mts_array_t* transfer(const Layout* layout, const Route* route, Channel* channel,
+                                   PhaseTimes* times, double start) {
     const mts_array_t* readable = &channel->send;
     if (route->staged) {
         /* queued on the send array's stream after the pack; the host waits
          * for this copy (and what precedes it) only */
-        MTS_CHECK(channel->send.copy(channel->send.ptr, CPU, &host_send));
-        readable = &host_send;
+        MTS_CHECK(mtsarray_copy_into(&channel->host_send, &channel->send));
+        readable = &channel->host_send;
     } else {
         /* MPI reads the send array whenever it likes: the pack must be done.
          * This also finishes the previous unpack (same stream), which read
@@ -740,19 +744,15 @@ static mts_array_t transfer(const Layout* layout, const Route* route, Channel* c
     ring_exchange(layout, send_data, receive_data, channel->width);
     const double exchanged = MPI_Wtime();
     times->exchange += exchanged - packed;
-    release(&host_send);
 
     if (!route->staged) {
-        *temporary = false;
-        return channel->receive; /* MPI_Waitall returned: the bytes are there */
+        return &channel->receive; /* MPI_Waitall returned: the bytes are there */
     }
     /* upload to the device; the next MPI_Irecv into the page-locked array
      * comes after the next step's host wait on the blocks' stream, which
      * the unpack of this step (ordered after this upload) precedes */
-    mts_array_t received = {0};
-    MTS_CHECK(channel->receive.copy(channel->receive.ptr, route->device, &received));
-    *temporary = true;
-    return received;
+    MTS_CHECK(mtsarray_copy_into(&channel->uploaded, &channel->receive));
+    return &channel->uploaded;
 }
 
 /* pack (move_data, one call per block) -> transfer -> unpack (move_data, one
@@ -768,18 +768,14 @@ static void communicate(const Layout* layout, const Route* route, Blocks* blocks
         MTS_CHECK(channel->send.move_data(channel->send.ptr, input->ptr, channel->pack[i], count));
     }
 
-    bool temporary = false;
-    mts_array_t received = transfer(layout, route, channel, &temporary, times, start);
+    const mts_array_t* received = transfer(layout, route, channel, times, start);
 
     const double unpack_start = MPI_Wtime();
     /* unpack: scatter rows 0..2G-1 of the received array into the blocks
      * (queued on the blocks' stream after the upload, if any) */
     for (int i = 0; i < channel->blocks; i++) {
         mts_array_t* output = &blocks->values[channel->unpack_block[i]];
-        MTS_CHECK(output->move_data(output->ptr, received.ptr, channel->unpack[i], count));
-    }
-    if (temporary) {
-        release(&received); /* freed in stream order, after the unpack read it */
+        MTS_CHECK(output->move_data(output->ptr, received->ptr, channel->unpack[i], count));
     }
     /* only so that the time includes the unpack (see the top of the file) */
     MTS_CHECK(mtsarray_synchronize(&blocks->values[channel->unpack_block[0]]));

@@ -113,6 +113,7 @@ typedef struct {
     uintptr_t width;
     mts_data_movement_t pack[2 * GHOSTS], unpack[2 * GHOSTS]; /* block row <-> message row */
     mts_array_t send, receive;
+    mts_array_t host_send, uploaded; /* staged: page-locked copy of send, device copy of receive */
 } Message;
 
 static void make_message(Message* m, const Route* route, const uintptr_t* from_rows,
@@ -127,10 +128,15 @@ static void make_message(Message* m, const Route* route, const uintptr_t* from_r
     const uintptr_t shape[2] = {2 * GHOSTS, width};
     CHECK(mtsarray_zeros(route->device, FLOAT64, shape, 2, &m->send));
     CHECK(mtsarray_set_stream(&m->send, route->stream));
-    if (route->staged && route->device.device_type != kDLCPU) {
-        /* page-locked host memory, which MPI writes and `copy` uploads */
-        const DLDevice host = {route->device.device_type == kDLCUDA ? kDLCUDAHost : kDLROCMHost, 0};
+    if (route->staged) {
+        /* host arrays made once (page-locked for a GPU): MPI reads host_send and writes
+         * receive; mtsarray_copy_into refills them and `uploaded` every step */
+        const DLDeviceType type = route->device.device_type;
+    const DLDevice host = {type == kDLCUDA ? kDLCUDAHost : type == kDLROCM ? kDLROCMHost : kDLCPU, 0};
         CHECK(mtsarray_zeros(host, FLOAT64, shape, 2, &m->receive));
+        CHECK(mtsarray_zeros(host, FLOAT64, shape, 2, &m->host_send));
+        CHECK(mtsarray_zeros(route->device, FLOAT64, shape, 2, &m->uploaded));
+        CHECK(mtsarray_set_stream(&m->uploaded, route->stream));
     } else {
         CHECK(mtsarray_zeros(route->device, FLOAT64, shape, 2, &m->receive));
         CHECK(mtsarray_set_stream(&m->receive, route->stream));
@@ -145,18 +151,18 @@ static void communicate(Message* m, const mts_array_t* from, mts_array_t* to, co
     CHECK(m->send.move_data(m->send.ptr, from->ptr, m->pack, 2 * GHOSTS));
     /* 5. Exchange. MPI is not stream-aware: between posting a request and MPI_Waitall it
      *    reads and writes the buffers whenever it likes, so the host waits before posting. */
-    mts_array_t host_send = {0};
-    if (route->staged) {
-        /* Staged: a host copy of the send array, queued after the pack; the
-         * host waits for this copy (and the work before it) only. */
-        CHECK(m->send.copy(m->send.ptr, CPU, &host_send));
+    const bool staged = m->host_send.ptr != NULL;
+    if (staged) {
+        /* Staged: the send array copied into the page-locked one, after the pack; the host
+         * waits for this copy (and the work before it) only. */
+        CHECK(mtsarray_copy_into(&m->host_send, &m->send));
     } else {
         /* Direct: MPI gets the arrays' own (device) pointers. The host waits for the stream:
          * the pack is done, and so is the previous unpack that read the receive array. */
         CHECK(mtsarray_synchronize(&m->send));
     }
     void *send = NULL, *receive = NULL;
-    CHECK(mtsarray_data(route->staged ? &host_send : &m->send, &send));
+    CHECK(mtsarray_data(staged ? &m->host_send : &m->send, &send));
     CHECK(mtsarray_data(&m->receive, &receive));
     const int count = GHOSTS * (int)m->width; /* doubles per neighbour */
     double *out = send, *in = receive;
@@ -166,18 +172,13 @@ static void communicate(Message* m, const mts_array_t* from, mts_array_t* to, co
     MPI_Isend(out, count, MPI_DOUBLE, route->left, TO_LEFT, MPI_COMM_WORLD, &requests[2]);
     MPI_Isend(out + count, count, MPI_DOUBLE, route->right, TO_RIGHT, MPI_COMM_WORLD, &requests[3]);
     MPI_Waitall(4, requests, MPI_STATUSES_IGNORE);
-    /* 6. Unpack, queued now that MPI_Waitall returned. Staged: `copy` uploads the page-locked
-     *    array first (move_data waits for it on the device); MPI writes that array again
-     *    only after the host waited for a later send copy, queued after this unpack. */
-    mts_array_t received = m->receive;
-    if (route->staged) {
-        host_send.destroy(host_send.ptr);
-        CHECK(m->receive.copy(m->receive.ptr, route->device, &received));
+    /* 6. Unpack, queued now that MPI_Waitall returned. Staged: the page-locked array is
+     *    uploaded first, on the stream; MPI writes it again only after the host waited
+     *    for a later send copy, queued after this upload and this unpack. */
+    if (staged) {
+        CHECK(mtsarray_copy_into(&m->uploaded, &m->receive));
     }
-    CHECK(to->move_data(to->ptr, received.ptr, m->unpack, 2 * GHOSTS));
-    if (route->staged) {
-        received.destroy(received.ptr); /* freed in stream order, after the unpack */
-    }
+    CHECK(to->move_data(to->ptr, (staged ? m->uploaded : m->receive).ptr, m->unpack, 2 * GHOSTS));
 }
 
 int main(int argc, char** argv) {
@@ -285,10 +286,9 @@ int main(int argc, char** argv) {
     }
 
     /* 8. Clean up --------------------------------------------------------------- */
-    forward.send.destroy(forward.send.ptr);
-    forward.receive.destroy(forward.receive.ptr);
-    reverse.send.destroy(reverse.send.ptr);
-    reverse.receive.destroy(reverse.receive.ptr);
+    mts_array_t* arrays[] = {&forward.send, &forward.receive, &forward.host_send, &forward.uploaded,
+                             &reverse.send, &reverse.receive, &reverse.host_send, &reverse.uploaded};
+    for (size_t i = 0; i < 8; i++) { if (arrays[i]->destroy) { arrays[i]->destroy(arrays[i]->ptr); } }
     mts_tensormap_free(tensor);
     MPI_Barrier(MPI_COMM_WORLD); /* every rank has checked its values */
     if (rank == 0) {
