@@ -16,7 +16,13 @@
  *
  * Streams: every array has a work stream, named by its DLPack stream number
  * (CUDA: 1 legacy default, 2 per-thread default, >2 a cudaStream_t; ROCm: 0
- * default, >2 a hipStream_t; CPU arrays have no stream and report -1). Work
+ * default, >2 a hipStream_t; CPU arrays have no stream and report -1; CUDA
+ * managed memory accepts the CUDA numbers and, being computed on by the host,
+ * has no stream). CUDA stream 2 is the per-thread default stream of the
+ * thread that set it: only that thread may queue work on an array using it
+ * (another thread gets an error; give arrays shared between threads a
+ * cudaStream_t or stream 1), while any thread may release it: its memory is
+ * then freed on the legacy default stream, after the owner's work. Work
  * on an array (fill, copy, move_data, swap_axes, free) is queued on its work
  * stream and the call returns without waiting for the device: no operation
  * on device memory blocks the host. Only a host consumer waits, and only for
@@ -44,6 +50,15 @@
  * Two movements of one move_data call that write the same output element:
  * on a GPU one of them wins (which one is unspecified); on the CPU the last
  * one in the list wins.
+ *
+ * move_data reads its movement list once, before anything is written, into
+ * memory of its own (on a GPU: the table of the copy), checking each
+ * movement as it reads it; the copy then uses these values only. The list
+ * may therefore live in memory the call writes (the output array's own),
+ * and a list that another thread edits while the call runs gives, for each
+ * movement, either a value from before or one from after the edit: the
+ * call checks and applies that value, and never writes outside the output.
+ * The list may be changed or freed once move_data has returned.
  *
  * CUDA graphs: move_data on a stream that is capturing a graph is captured
  * (its movement table travels inside the graph's kernel nodes, so every
@@ -295,6 +310,13 @@ MTSARRAY_EXPORT mts_status_t mtsarray_release_cached_memory(DLDevice device);
  *
  * Thread safety: may be called at any time from any thread; operations
  * already running keep the threads they started with.
+ *
+ * fork(): the child of a fork inherits the parent's count (set or decided)
+ * and none of its pool threads; it may make, use and destroy host arrays
+ * and set the count, whatever the parent's other threads were doing at the
+ * fork (making or destroying arrays, setting the count, running pool work).
+ * Its pool starts again when work needs it. GPU arrays are not usable in
+ * the child (the GPU runtimes do not support it).
  * Errors: `count` < 1 or `count` > 4096.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_set_num_threads(int32_t count);

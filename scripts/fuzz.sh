@@ -12,7 +12,15 @@
 #   MTSARRAY_FUZZ_SECONDS   run for this many seconds per target instead
 #   MTSARRAY_FUZZ_SEED      libFuzzer -seed (default 1: reproducible runs)
 #   MTSARRAY_FUZZ_WORK      corpus and artifact folder (default BUILD_DIR/fuzz-work)
-#   MTSARRAY_FUZZ_TARGETS   targets to run (default "move-data from-dlpack")
+#   MTSARRAY_FUZZ_TARGETS   targets to run (default "move-data from-dlpack
+#                           move-data-mutating python-from-dlpack")
+#   MTSARRAY_FUZZ_PYTHON_RUNS  capsules of python-from-dlpack (default 3000)
+#
+# python-from-dlpack is python/tests/fuzz_dlpack_capsules.py: hand-made
+# DLPack capsules through the Python extension (mtsarray installed in the
+# venv, as scripts/test.sh does before this runs), seeded, in a process of
+# its own: a crash or a broken invariant fails it, and the log's last line
+# is the reproducer.
 set -euo pipefail
 
 # shellcheck source=scripts/common.sh
@@ -45,7 +53,30 @@ EOF
 
 status=0
 summary=()
-for target in ${MTSARRAY_FUZZ_TARGETS:-move-data from-dlpack}; do
+run_python_fuzzer() {
+    local folder="$work/python-from-dlpack" python_runs="${MTSARRAY_FUZZ_PYTHON_RUNS:-3000}"
+    rm -rf "$folder"
+    mkdir -p "$folder"
+    log "fuzz python-from-dlpack: $python_runs capsules (seed $seed)"
+    set +e
+    "$VENV_PYTHON" "$REPO_ROOT/python/tests/fuzz_dlpack_capsules.py" --runs "$python_runs" --seed "$seed" \
+        --log "$folder/cases.log" >"$folder/fuzz.log" 2>&1
+    local result=$?
+    set -e
+    tail -n 5 "$folder/fuzz.log"
+    if [[ $result -ne 0 ]]; then
+        status=1
+        summary+=("python-from-dlpack: FAILED (exit $result); last case in $folder/cases.log, log $folder/fuzz.log")
+    else
+        summary+=("python-from-dlpack: $(tail -n 1 "$folder/fuzz.log")")
+    fi
+}
+
+for target in ${MTSARRAY_FUZZ_TARGETS:-move-data from-dlpack move-data-mutating python-from-dlpack}; do
+    if [[ "$target" == python-from-dlpack ]]; then
+        run_python_fuzzer
+        continue
+    fi
     binary="$build_dir/tests/fuzz/mtsarray-fuzz-$target"
     [[ -x "$binary" ]] || die "$binary not found: configure with -DMTSARRAY_BUILD_FUZZERS=ON"
     corpus="$work/$target/corpus"

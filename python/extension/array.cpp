@@ -46,22 +46,35 @@ bool same_device(DLDevice a, DLDevice b) {
     return a.device_type == b.device_type && a.device_id == b.device_id;
 }
 
-/// Whether mtsarray_from_dlpack takes `tensor` without a copy (then it
-/// returns at once and the GIL can stay held).
+/// Whether mtsarray_from_dlpack surely takes `tensor` without a copy (then
+/// it returns at once and the GIL can stay held); false when it may copy,
+/// or when the tensor is not well-formed (the library then says why). The
+/// tensor comes from a producer and is not validated yet: its shape and
+/// strides are read only when its header says they are there (ndim >= 0,
+/// pointers not NULL), and only as far as their products fit in 64 bits.
 bool imports_without_copy(const DLManagedTensorVersioned* tensor) {
-    if (tensor->version.major != 1 || (tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0) {
+    if (tensor == nullptr || tensor->version.major != 1 || (tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0) {
         return false;
     }
     const DLTensor& t = tensor->dl_tensor;
+    if (t.ndim < 0 || (t.ndim != 0 && t.shape == nullptr)) {
+        return false;
+    }
     if (t.strides == nullptr) {
         return true;
     }
     int64_t expected = 1;
     for (int32_t axis = t.ndim - 1; axis >= 0; axis--) {
-        if (t.shape[axis] != 1 && t.strides[axis] != expected) {
+        const int64_t size = t.shape[axis];
+        if (size < 0) {
             return false;
         }
-        expected *= t.shape[axis];
+        if (size != 1 && t.strides[axis] != expected) {
+            return false;
+        }
+        if (__builtin_mul_overflow(expected, size, &expected)) {
+            return false;
+        }
     }
     return true;
 }
@@ -78,17 +91,27 @@ public:
         }
         // anything else (lists, other integer widths, strided arrays): through NumPy, once
         nb::object array = numpy().attr("asarray")(movements);
-        const auto kind = nb::cast<std::string>(array.attr("dtype").attr("kind"));
+        auto kind = nb::cast<std::string>(array.attr("dtype").attr("kind"));
         const auto shape = nb::cast<nb::tuple>(array.attr("shape"));
         const size_t size = nb::cast<size_t>(array.attr("size"));
-        if (size == 0 && nb::len(shape) <= 2) {
-            return;  // no movements ([], an empty array)
+        const bool rows_of_five = nb::len(shape) == 2 && nb::cast<size_t>(shape[1]) == 5;
+        if (size == 0 && (rows_of_five || nb::len(shape) == 1)) {
+            return;  // no movements: an empty sequence ([], ()) or an empty (0, 5) array
+        }
+        if (kind != "i" && kind != "u" && (kind == "f" || kind == "O")) {
+            // Python integers NumPy could not fit in one integer type (2**63
+            // beside a negative number: float64; 2**64: object): say which
+            // one is wrong, or take them as uint64 when all fit
+            kind = python_integers_kind(movements, shape);
+            if (kind == "u") {
+                array = numpy().attr("asarray")(movements, "uint64");
+            }
         }
         if (kind != "i" && kind != "u") {
             raise(PyExc_TypeError, "movements must be integers, got an array of " +
                                        text(array.attr("dtype")));
         }
-        if (nb::len(shape) != 2 || nb::cast<size_t>(shape[1]) != 5) {
+        if (!rows_of_five) {
             raise(PyExc_ValueError, "movements must have the shape (N, 5): rows of (sample_in, sample_out, "
                                     "properties_start_in, properties_start_out, properties_length), got shape " +
                                         nb::cast<std::string>(nb::repr(shape)));
@@ -120,8 +143,6 @@ public:
         const auto* values = reinterpret_cast<const int64_t*>(data_);
         for (uintptr_t i = 0; i < 5 * count_; i++) {
             if (values[i] < 0) {
-                static const char* const columns[] = {"sample_in", "sample_out", "properties_start_in",
-                                                      "properties_start_out", "properties_length"};
                 raise(PyExc_ValueError, "movements[" + std::to_string(i / 5) + ", " + std::to_string(i % 5) + "] (" +
                                             columns[i % 5] + ") is negative: " + std::to_string(values[i]));
             }
@@ -129,6 +150,50 @@ public:
     }
 
 private:
+    static constexpr const char* columns[] = {"sample_in", "sample_out", "properties_start_in", "properties_start_out",
+                                              "properties_length"};
+
+    /// When `movements` (of NumPy shape `shape`) holds only Python
+    /// integers: raises ValueError naming the first one that is negative or
+    /// does not fit in 64 bits, else returns "u" (they all fit in uint64).
+    /// Returns "" when they are not all integers.
+    static std::string python_integers_kind(nb::handle movements, const nb::tuple& shape) {
+        nb::object objects;
+        try {
+            objects = numpy().attr("asarray")(movements, "object");
+        } catch (const nb::python_error&) {
+            return "";
+        }
+        if (!objects.attr("shape").equal(shape)) {
+            return "";
+        }
+        nb::object items = objects.attr("ravel")();
+        const size_t count = nb::len(items);
+        for (size_t i = 0; i < count; i++) {
+            nb::object item = items[i];
+            if (!PyLong_Check(item.ptr()) || PyBool_Check(item.ptr())) {
+                return "";
+            }
+        }
+        const nb::int_ zero(0);
+        const nb::object limit = nb::int_(1).attr("__lshift__")(64);
+        for (size_t i = 0; i < count; i++) {
+            nb::object item = items[i];
+            const bool row_of_five = nb::len(shape) == 2 && nb::cast<size_t>(shape[1]) == 5;
+            const std::string where = row_of_five ? "movements[" + std::to_string(i / 5) + ", " + std::to_string(i % 5) +
+                                                        "] (" + columns[i % 5] + ")"
+                                                  : "a movement entry";
+            if (item < zero) {
+                raise(PyExc_ValueError, where + " is negative: " + text(item));
+            }
+            if (item >= limit) {
+                raise(PyExc_ValueError, where + " = " + text(item) +
+                                            " does not fit in 64 bits (movements are integers in [0, 2**64))");
+            }
+        }
+        return "u";
+    }
+
     bool read(nb::handle object) {
         if (PyObject_GetBuffer(object.ptr(), &view_, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
             PyErr_Clear();

@@ -53,9 +53,6 @@ std::vector<unsigned char> element_bytes(nb::handle value, DLDataType dtype) {
                                     text(nb::repr(source.attr("shape"))));
     }
     auto source_kind = nb::cast<std::string>(source.attr("dtype").attr("kind"));
-    if (source_kind != "b" && source_kind != "i" && source_kind != "u" && source_kind != "f" && source_kind != "c") {
-        raise(PyExc_TypeError, "the fill value must be a number, got " + text(nb::repr(value)));
-    }
     const bool bfloat16 = dtype.code == kDLBfloat;
     nb::object target = bfloat16 ? np.attr("dtype")("float32") : dtype_object(dtype);
     const auto target_kind = nb::cast<std::string>(target.attr("kind"));
@@ -63,6 +60,23 @@ std::vector<unsigned char> element_bytes(nb::handle value, DLDataType dtype) {
         raise(PyExc_ValueError, "the fill value " + text(nb::repr(value)) + " can not be represented in " +
                                     (bfloat16 ? std::string("bfloat16") : text(target)));
     };
+    if (source_kind == "O" && PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) {
+        // a Python integer beyond 64 bits (NumPy keeps it as an object):
+        // no integer dtype holds it; a floating one holds it rounded
+        if (target_kind != "f" && target_kind != "c") {
+            not_representable();
+        }
+        const double rounded = PyLong_AsDouble(value.ptr());
+        if (rounded == -1.0 && PyErr_Occurred() != nullptr) {
+            PyErr_Clear();  // OverflowError: beyond every floating dtype
+            not_representable();
+        }
+        source = np.attr("asarray")(rounded);
+        source_kind = "f";
+    }
+    if (source_kind != "b" && source_kind != "i" && source_kind != "u" && source_kind != "f" && source_kind != "c") {
+        raise(PyExc_TypeError, "the fill value must be a number, got " + text(nb::repr(value)));
+    }
 
     if (source_kind == "c" && target_kind != "c") {
         if (nb::cast<double>(source.attr("imag")) != 0.0) {

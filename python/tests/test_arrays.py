@@ -52,6 +52,18 @@ def test_bfloat16_arrays():
         mtsarray.full(3, 1e39, dtype="bfloat16")
 
 
+def test_full_with_python_integers_beyond_64_bits():
+    # NumPy keeps them as objects: the error says the value does not fit
+    for dtype in ["uint64", "int64", "int8", "bool"]:
+        with pytest.raises(ValueError, match=f"the fill value 18446744073709551616 can not be represented in {dtype}"):
+            mtsarray.full((2,), 2**64, dtype=dtype)
+    with pytest.raises(ValueError, match="can not be represented in float64"):
+        mtsarray.full((2,), 10**400, dtype="float64")
+    with pytest.raises(ValueError, match="can not be represented in float16"):
+        mtsarray.full((2,), 2**64, dtype="float16")
+    np.testing.assert_array_equal(np.asarray(mtsarray.full((2,), 2**64, dtype="float64")), [2.0**64, 2.0**64])
+
+
 def test_full_refuses_values_the_dtype_can_not_hold():
     with pytest.raises(ValueError, match="can not be represented in int32"):
         mtsarray.full(3, 2.5, dtype="int32")

@@ -112,6 +112,35 @@ def test_no_movements():
     np.testing.assert_array_equal(np.asarray(output), np.ones((2, 3)))
 
 
+@pytest.mark.parametrize("shape", [(5, 0), (0, 7), (0, 5, 1), (0, 0), (1, 0)])
+def test_empty_movements_of_another_shape_are_refused(shape):
+    output = mtsarray.full((2, 3), 1.0)
+    source = mtsarray.zeros((2, 3))
+    with pytest.raises(ValueError, match=r"shape \(N, 5\)"):
+        output.move_data(source, np.zeros(shape, dtype=np.int64))
+    np.testing.assert_array_equal(np.asarray(output), np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("movements, match", [
+    # NumPy makes float64 of these, or object arrays: the message names the value
+    ([[-1, 2**63, 0, 0, 1]], r"movements\[0, 0\] \(sample_in\) is negative: -1"),
+    ([[2**64, 0, 0, 0, 1]], r"movements\[0, 0\] \(sample_in\) = 18446744073709551616 does not fit in 64 bits"),
+    ([[0, 0, 0, 0, 1], [0, -2**63 - 1, 0, 0, 1]], r"movements\[1, 1\] \(sample_out\) is negative"),
+])
+def test_python_integers_out_of_every_integer_type(arrays, movements, match):
+    source, output = arrays
+    with pytest.raises(ValueError, match=match):
+        output.move_data(source, movements)
+
+
+def test_python_integers_that_fit_in_uint64_only(arrays):
+    # 2**63 beside small numbers: NumPy makes float64 of them; they are
+    # integers, and the library names the one out of range
+    source, output = arrays
+    with pytest.raises(mtsarray.Error, match="sample_in = 9223372036854775808 is out of range"):
+        output.move_data(source, [[2**63, 0, 0, 0, 1]])
+
+
 def test_the_input_is_read_not_modified():
     values = np.arange(6.0).reshape(2, 3)
     source = mtsarray.from_dlpack(values)

@@ -9,8 +9,10 @@
 
 namespace mtsarray::detail {
 
+using move_scan::join_part;
 using move_scan::Lanes;
 using move_scan::range_flags;
+using move_scan::read_movement;
 using move_scan::scan_range;
 using move_scan::ScanOneAtATime;
 using move_scan::top_bits;
@@ -67,25 +69,30 @@ void MovePlan::reject(const Shape& output_shape, const Shape& input_shape,
 }
 
 
-MoveScan MovePlan::scan_part(size_t begin, size_t end) const noexcept {
+MoveScan MovePlan::scan_part(size_t begin, size_t end, mts_data_movement_t* copy) const noexcept {
     const Lanes last_samples = {samples_in_ - 1, samples_out_ - 1};
     const Lanes properties = {properties_in_, properties_out_};
-    return scan_range(movements_, begin, end, last_samples, properties, ScanOneAtATime{});
+    return scan_range(movements_, copy, begin, end, last_samples, properties, ScanOneAtATime{});
 }
 
-bool MovePlan::may_be_out_of_range(const mts_data_movement_t* begin, const mts_data_movement_t* end) const noexcept {
+bool MovePlan::copy_may_be_out_of_range(const mts_data_movement_t* begin, const mts_data_movement_t* end,
+                                        mts_data_movement_t* copy) const noexcept {
     const Lanes last_samples = {samples_in_ - 1, samples_out_ - 1};
     const Lanes properties = {properties_in_, properties_out_};
     Lanes flags = (last_samples | properties) & top_bits;
-    for (const mts_data_movement_t* movement = begin; movement != end; movement++) {
-        flags |= range_flags(movement, last_samples, properties);
+    for (const mts_data_movement_t* movement = begin; movement != end; movement++, copy++) {
+        flags |= range_flags(read_movement(movement, copy), last_samples, properties);
     }
     return ((flags[0] | flags[1]) & top_bits) != 0;
 }
 
-MoveSummary MovePlan::summarize(const MoveScan* parts, size_t count) const {
-    MoveScan all = {0, 0, 0, 0};
+MoveSummary MovePlan::summarize(MoveScan* parts, size_t count, const mts_data_movement_t* copy) const {
+    const mts_data_movement_t* const checked = copy != nullptr ? copy : movements_;
+    MoveScan all = {0, 0, 0, 0, 0};
     for (size_t i = 0; i < count; i++) {
+        if (copy != nullptr && parts[i].begin != 0 && parts[i].begin < movements_count_) {
+            join_part(parts[i], copy);
+        }
         all.out_of_range |= parts[i].out_of_range;
         all.not_one_run |= parts[i].not_one_run;
         all.out_of_order |= parts[i].out_of_order;
@@ -96,7 +103,7 @@ MoveSummary MovePlan::summarize(const MoveScan* parts, size_t count) const {
     }
     const bool flagged = (all.out_of_range & top_bits) != 0;
     if (flagged) {
-        check_exactly();
+        check_exactly(checked);
     }
     // a flagged list was valid only with huge fields: no claim is made
     const bool increasing = !flagged && (all.out_of_order & top_bits) == 0;
@@ -108,14 +115,15 @@ MoveSummary MovePlan::validate() const {
     if (movements_count_ == 0) {
         return {0, true, false};
     }
-    const MoveScan all = scan_part(0, movements_count_);
-    return summarize(&all, 1);
+    MoveScan all = scan_part(0, movements_count_, nullptr);
+    return summarize(&all, 1, nullptr);
 }
 
-void MovePlan::check_exactly() const {
+void MovePlan::check_exactly(const mts_data_movement_t* movements) const {
     for (size_t i = 0; i < movements_count_; i++) {
-        if (!in_range(movements_[i])) {
-            validate_movement(i, movements_[i], samples_in_, samples_out_, properties_in_, properties_out_);
+        const mts_data_movement_t movement = movements[i];
+        if (!in_range(movement)) {
+            validate_movement(i, movement, samples_in_, samples_out_, properties_in_, properties_out_);
         }
     }
 }

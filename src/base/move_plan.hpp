@@ -9,13 +9,18 @@
 // cover whole rows on both sides collapse into one contiguous copy.
 //
 // Validation. The constructor checks the shapes only; the movements are
-// checked by `validate()` (one pass, for backends that then copy as they
-// iterate, like the CPU) or while iterating with `for_each_valid_run` (for
-// backends that first build a table, like the GPUs: the table is the only
-// thing written before the last movement is checked, so one pass over the
-// caller's movements does both). Either way a backend checks every movement
-// before anything is written or queued, and reports a bad one with the error
-// of `validate()`, which names it.
+// checked by `scan_part()` + `summarize()` (one pass that also copies each
+// movement it checks into memory of the backend's own, for backends that
+// then copy from that copy, like the CPU) or while iterating with
+// `for_each_valid_run` (for backends that first build a table, like the
+// GPUs: the table is the only thing written before the last movement is
+// checked, so one pass over the caller's movements does both). Either way
+// each movement of the caller's list is read once, into a value that is
+// both checked and used: a list in memory that the call writes (the
+// output's own), or that another thread edits meanwhile, can not turn a
+// checked movement into another one. A backend checks every movement before
+// anything is written or queued, and reports a bad one with the error of
+// `validate()`, which names it.
 
 #include <cstddef>
 #include <cstdint>
@@ -80,6 +85,7 @@ struct MoveScan {
     uint64_t not_one_run;   // zero: the movements continue the first one, all of them
     uint64_t out_of_order;  // top bits: an output sample did not increase
     uint64_t elements;      // properties_length, added up
+    size_t begin;           // the first movement of the part scanned
 };
 
 /// A plan borrows the caller's movements: it lives inside one move_data call.
@@ -118,17 +124,32 @@ public:
     }
 
     /// Checks every movement against both shapes; throws Error naming the
-    /// first bad one (its index and field).
+    /// first bad one (its index and field). Reads the movements in place:
+    /// for the error, and for calls that write nothing.
     MoveSummary validate() const;
 
     /// validate() in parts, which may run at the same time (long lists on
-    /// a thread pool): scan_part() for consecutive [begin, end) ranges
-    /// covering the movements, in any order, then summarize() their scans
-    /// (throws validate()'s error). `begin < end <= movements_count()`.
-    /// One movement at a time, in portable code; a backend may scan faster
-    /// as long as it gives the same MoveScan (base/move_scan.hpp).
-    MoveScan scan_part(size_t begin, size_t end) const noexcept;
-    MoveSummary summarize(const MoveScan* parts, size_t count) const;
+    /// a thread pool), copying the movements as it checks them:
+    /// scan_part() for consecutive [begin, end) ranges covering the
+    /// movements, in any order, each movement read once and stored into
+    /// copy[begin, end) (`copy` has movements_count() entries), then
+    /// summarize() their scans with the same `copy`, complete by then
+    /// (throws validate()'s error, naming the copied value). The summary
+    /// and the check are those of the copy: a backend then works on
+    /// `with_movements(copy)`, never on the caller's list again.
+    /// `begin < end <= movements_count()`. One movement at a time, in
+    /// portable code; a backend may scan faster as long as it gives the
+    /// same MoveScan and copy (base/move_scan.hpp). `copy` may be null:
+    /// nothing is copied, and the parts must then be the whole list in one.
+    MoveScan scan_part(size_t begin, size_t end, mts_data_movement_t* copy) const noexcept;
+    MoveSummary summarize(MoveScan* parts, size_t count, const mts_data_movement_t* copy) const;
+
+    /// The same plan on other movements: the copy scan_part() made.
+    MovePlan with_movements(const mts_data_movement_t* movements) const noexcept {
+        MovePlan copied = *this;
+        copied.movements_ = movements;
+        return copied;
+    }
 
     /// The plan of movements [begin, end) only (same arrays, same checks);
     /// `end <= movements_count()`.
@@ -180,8 +201,12 @@ public:
     }
 
     /// Same, checking each movement as it comes: stops and returns false at
-    /// the first invalid one (after visiting the runs before it), true when
-    /// all were valid. Call `validate()` for the error to report.
+    /// the first invalid one (the runs visited so far are of movements
+    /// before it), true when all were valid. Call `validate()` for the
+    /// error to report. Each movement is read once, into a value that is
+    /// checked and then made into runs: a visitor that writes into the
+    /// movements (a table in the same memory) does not change what it is
+    /// given.
     template <typename Visit>
     [[gnu::always_inline]] bool for_each_valid_run(Visit&& visit) const {
         return iterate_runs</*check=*/true>(visit);
@@ -209,14 +234,17 @@ private:
 
     /// Movements iterate_runs<true> screens at a time.
     static constexpr size_t check_block = 128;
-    /// validate()'s conservative test on [begin, end): false when every
-    /// movement is surely in range, true when one may not be (the exact
-    /// check decides).
-    bool may_be_out_of_range(const mts_data_movement_t* begin, const mts_data_movement_t* end) const noexcept;
+    /// validate()'s conservative test on [begin, end), which copies each
+    /// movement into `copy` as it reads it: false when every movement is
+    /// surely in range, true when one may not be (the exact check of the
+    /// copy decides).
+    bool copy_may_be_out_of_range(const mts_data_movement_t* begin, const mts_data_movement_t* end,
+                                  mts_data_movement_t* copy) const noexcept;
 
     /// validate()'s slow path: throws the error naming the first movement
-    /// out of range, if there is one.
-    [[gnu::noinline, gnu::cold]] void check_exactly() const;
+    /// of `movements` (this plan's, or their copy) out of range, if there
+    /// is one.
+    [[gnu::noinline, gnu::cold]] void check_exactly(const mts_data_movement_t* movements) const;
 
     /// The constructor's error: throws the message naming what is wrong.
     [[noreturn, gnu::noinline, gnu::cold]] static void reject(const Shape& output_shape,
@@ -245,7 +273,8 @@ inline bool MovePlan::iterate_runs(Visit& visit) const {
         // no row to copy; the movements still have to be valid
         if (Check) {
             for (size_t i = 0; i < movements_count_; i++) {
-                if (!bounds.contain(movements_[i])) {
+                const mts_data_movement_t movement = movements_[i];
+                if (!bounds.contain(movement)) {
                     return false;
                 }
             }
@@ -272,46 +301,32 @@ inline bool MovePlan::iterate_runs(Visit& visit) const {
         return run;
     };
 
-    // the first movement with something to copy starts the first run
-    for (;; movement++) {
-        if (movement == end) {
-            return true;
-        }
-        if (Check && !bounds.contain(*movement)) {
-            return false;
-        }
-        if (movement->properties_length != 0) {
-            break;
-        }
-    }
-    MoveRun run = {movement->sample_in * input_sample + movement->properties_start_in * element,
-                   movement->sample_out * output_sample + movement->properties_start_out * element,
-                   movement->properties_length * element, rows};
-    // where the next rows of the run would start: a movement starting
-    // there, as wide, extends it
-    uint64_t input_end = run.input_offset + input_sample;
-    uint64_t output_end = run.output_offset + output_sample;
-    // The rest, when checking, in blocks: a quick pass first asks, without a
-    // branch per movement, whether any movement of the block may be out of
-    // range (out of line, on vector registers); only a flagged block is
-    // checked movement by movement, which stops at the first bad one. Either
-    // way no run is visited before every movement before the bad one is
-    // checked, and the block is still in L1 for the second pass.
+    // The run being extended (none while rows is 0) and where its next rows
+    // would start: a movement starting there, as wide, extends it.
+    MoveRun run = {0, 0, 0, 0};
+    uint64_t input_end = 0;
+    uint64_t output_end = 0;
+    // Each movement is read once, into a value (`from` points at memory
+    // nothing else writes: a block copied by the check below, or movements
+    // already validated and copied by the caller).
     auto extend = [&](const mts_data_movement_t* from, const mts_data_movement_t* to, auto check) {
         for (; from != to; from++) {
-            if (decltype(check)::value && !bounds.contain(*from)) {
+            const mts_data_movement_t value = *from;
+            if (decltype(check)::value && !bounds.contain(value)) {
                 return false;
             }
-            const uint64_t bytes = from->properties_length * element;
+            const uint64_t bytes = value.properties_length * element;
             if (bytes == 0) {
                 continue;
             }
-            const uint64_t input_offset = from->sample_in * input_sample + from->properties_start_in * element;
-            const uint64_t output_offset = from->sample_out * output_sample + from->properties_start_out * element;
+            const uint64_t input_offset = value.sample_in * input_sample + value.properties_start_in * element;
+            const uint64_t output_offset = value.sample_out * output_sample + value.properties_start_out * element;
             if (input_offset == input_end && output_offset == output_end && bytes == run.bytes) {
                 run.rows += rows;
             } else {
-                visit(collapse(run));
+                if (run.rows != 0) {
+                    visit(collapse(run));
+                }
                 run = {input_offset, output_offset, bytes, rows};
             }
             input_end = input_offset + input_sample;
@@ -321,24 +336,34 @@ inline bool MovePlan::iterate_runs(Visit& visit) const {
     };
     using checked = std::integral_constant<bool, true>;
     using unchecked = std::integral_constant<bool, false>;
-    movement++;
     if constexpr (!Check) {
         extend(movement, end, unchecked());
     } else {
+        // In blocks: one pass copies the block out of the caller's list
+        // and asks, without a branch per movement, whether any movement of
+        // it may be out of range (out of line, on vector registers); only a
+        // flagged block is checked movement by movement, which stops at the
+        // first bad one. The runs are made from the block's copy (still in
+        // L1): what was checked is what is used, whoever writes into the
+        // caller's list meanwhile.
+        mts_data_movement_t block[check_block];
         while (movement != end) {
-            const mts_data_movement_t* const block_end =
-                static_cast<size_t>(end - movement) > check_block ? movement + check_block : end;
-            if (may_be_out_of_range(movement, block_end)) {
-                if (!extend(movement, block_end, checked())) {
+            const size_t count = static_cast<size_t>(end - movement) > check_block
+                                     ? check_block
+                                     : static_cast<size_t>(end - movement);
+            if (copy_may_be_out_of_range(movement, movement + count, block)) {
+                if (!extend(block, block + count, checked())) {
                     return false;
                 }
             } else {
-                extend(movement, block_end, unchecked());
+                extend(block, block + count, unchecked());
             }
-            movement = block_end;
+            movement += count;
         }
     }
-    visit(collapse(run));
+    if (run.rows != 0) {
+        visit(collapse(run));
+    }
     return true;
 }
 

@@ -64,40 +64,72 @@ constexpr uint64_t top_bits = uint64_t(3) << 62;
 // the rest of it takes the loop without the comparison.
 constexpr size_t run_check_block = 256;
 
-// The flags of one movement: (samples, starts, tail) are its three loads.
+// One movement, read once: three loads, (sample_in, sample_out),
+// (properties_start_in, properties_start_out) and (properties_start_out,
+// properties_length). properties_start_out is in two of them, and may
+// differ between the two (a list that another thread edits): the one of
+// `tail` is the one checked (range_flags) and the one stored into `copy`
+// (stored last), the second lane of `starts` only ever adds flags or
+// breaks, so that nothing is claimed of a value that is not the copy's.
+struct MovementLanes {
+    Lanes samples;
+    Lanes starts;
+    Lanes tail;
+};
+[[gnu::always_inline]] inline MovementLanes read_movement(const mts_data_movement_t* movement,
+                                                          mts_data_movement_t* copy) noexcept {
+    const MovementLanes lanes = {load_lanes(&movement->sample_in), load_lanes(&movement->properties_start_in),
+                                 load_lanes(&movement->properties_start_out)};
+    if (copy != nullptr) {
+        std::memcpy(&copy->sample_in, &lanes.samples, sizeof(Lanes));
+        std::memcpy(&copy->properties_start_in, &lanes.starts, sizeof(Lanes));
+        std::memcpy(&copy->properties_start_out, &lanes.tail, sizeof(Lanes));  // last: its start_out stays
+    }
+    return lanes;
+}
+
+// The flags of one movement: (samples, starts, tail) as read_movement gives
+// them; the output's start is tail's.
 [[gnu::always_inline]] inline Lanes range_flags(Lanes samples, Lanes starts, Lanes tail, Lanes last_samples,
                                                 Lanes properties) noexcept {
     const Lanes length = __builtin_shufflevector(tail, tail, 1, 1);
-    return (last_samples - samples) | (properties - (starts + length)) | samples | starts | tail;
+    const Lanes range_starts = __builtin_shufflevector(starts, tail, 0, 2);
+    return (last_samples - samples) | (properties - (range_starts + length)) | samples | starts | tail;
 }
-[[gnu::always_inline]] inline Lanes range_flags(const mts_data_movement_t* movement, Lanes last_samples,
+[[gnu::always_inline]] inline Lanes range_flags(const MovementLanes& lanes, Lanes last_samples,
                                                 Lanes properties) noexcept {
-    return range_flags(load_lanes(&movement->sample_in), load_lanes(&movement->properties_start_in),
-                       load_lanes(&movement->properties_start_out), last_samples, properties);
+    return range_flags(lanes.samples, lanes.starts, lanes.tail, last_samples, properties);
 }
+
+// The ranges every movement is compared with while the movements may be one
+// run: those of the first movement of the pass.
+struct FirstRanges {
+    Lanes starts;
+    Lanes tail;
+};
 
 // The loop over [begin, end), without a branch per movement: most of the
 // cost of each movement of a small call. `Ranges`: compare the ranges with
-// `first`'s.
+// `first`'s. Each movement is read once (read_movement), into `copy` too
+// when that is not null (`copy` is then where movement `begin` goes).
 template <bool Ranges>
 [[gnu::always_inline]] inline void scan_block(const mts_data_movement_t* begin, const mts_data_movement_t* end,
-                                              const mts_data_movement_t* first, Lanes last_samples,
-                                              Lanes properties, Lanes& flags, Lanes& breaks, Lanes& lengths,
-                                              Lanes& next_samples) {
+                                              mts_data_movement_t* copy, const FirstRanges& first,
+                                              Lanes last_samples, Lanes properties, Lanes& flags, Lanes& breaks,
+                                              Lanes& lengths, Lanes& next_samples) {
     const Lanes ones = {1, 1};
-    const Lanes first_starts = load_lanes(&first->properties_start_in);
-    const Lanes first_tail = load_lanes(&first->properties_start_out);  // start_out, length
     for (const mts_data_movement_t* movement = begin; movement != end; movement++) {
-        const Lanes samples = load_lanes(&movement->sample_in);
-        const Lanes starts = load_lanes(&movement->properties_start_in);
-        const Lanes tail = load_lanes(&movement->properties_start_out);
-        flags |= range_flags(samples, starts, tail, last_samples, properties);
-        breaks |= samples - next_samples;
-        if (Ranges) {
-            breaks |= (starts ^ first_starts) | (tail ^ first_tail);
+        const MovementLanes lanes = read_movement(movement, copy);
+        if (copy != nullptr) {
+            copy++;
         }
-        lengths += tail;
-        next_samples = samples + ones;
+        flags |= range_flags(lanes, last_samples, properties);
+        breaks |= lanes.samples - next_samples;
+        if (Ranges) {
+            breaks |= (lanes.starts ^ first.starts) | (lanes.tail ^ first.tail);
+        }
+        lengths += lanes.tail;
+        next_samples = lanes.samples + ones;
     }
 }
 
@@ -105,39 +137,70 @@ template <bool Ranges>
 struct ScanOneAtATime {
     template <bool Ranges>
     [[gnu::always_inline]] void run(const mts_data_movement_t* begin, const mts_data_movement_t* end,
-                                    const mts_data_movement_t* first, Lanes last_samples, Lanes properties,
-                                    Lanes& flags, Lanes& breaks, Lanes& lengths, Lanes& next_samples) const {
-        scan_block<Ranges>(begin, end, first, last_samples, properties, flags, breaks, lengths, next_samples);
+                                    mts_data_movement_t* copy, const FirstRanges& first, Lanes last_samples,
+                                    Lanes properties, Lanes& flags, Lanes& breaks, Lanes& lengths,
+                                    Lanes& next_samples) const {
+        scan_block<Ranges>(begin, end, copy, first, last_samples, properties, flags, breaks, lengths, next_samples);
     }
 };
 
-// The pass over [begin, end) (see "What a pass over movements sees"):
-// blocks compared with the first movement's ranges while the movements may
-// still be one run, then the rest without the comparison.
+// The pass over movements [begin, end) of `movements` (see "What a pass over
+// movements sees"), copying each into copy[begin, end) as it reads it when
+// `copy` is not null: blocks compared with the first movement's ranges while
+// the movements may still be one run, then the rest without the comparison.
+// A part starting after the first movement is compared with its own first
+// movement, and its first movement with nothing: join_parts() below adds
+// what lies between parts, from the copy, once every part is done. So parts
+// may run at the same time, and no movement is read twice.
 template <typename Scanner>
-[[gnu::always_inline]] inline MoveScan scan_range(const mts_data_movement_t* first, size_t begin, size_t end,
-                                                  Lanes last_samples, Lanes properties, const Scanner& scanner) {
+[[gnu::always_inline]] inline MoveScan scan_range(const mts_data_movement_t* movements, mts_data_movement_t* copy,
+                                                  size_t begin, size_t end, Lanes last_samples, Lanes properties,
+                                                  const Scanner& scanner) {
     // locals, not a result's fields (which may live in memory)
     Lanes flags = (last_samples | properties) & top_bits;
     Lanes breaks = {0, 0};
     Lanes lengths = {0, 0};
-    // what a pass from the first movement would expect here
-    Lanes next_samples = load_lanes(&first[begin == 0 ? 0 : begin - 1].sample_in);
-    if (begin != 0) {
-        next_samples += Lanes{1, 1};
+    if (begin == end) {
+        return {flags[0] | flags[1], 0, 0, 0, begin};
     }
-    const mts_data_movement_t* movement = first + begin;
-    const mts_data_movement_t* const stop = first + end;
+    mts_data_movement_t* next_copy = copy == nullptr ? nullptr : copy + begin + 1;
+    const MovementLanes head = read_movement(movements + begin, copy == nullptr ? nullptr : copy + begin);
+    const FirstRanges first = {head.starts, head.tail};
+    flags |= range_flags(head, last_samples, properties);
+    lengths += head.tail;
+    Lanes next_samples = head.samples + Lanes{1, 1};
+    const mts_data_movement_t* movement = movements + begin + 1;
+    const mts_data_movement_t* const stop = movements + end;
     while (movement != stop && (breaks[0] | breaks[1]) == 0) {
         const auto* block_end = static_cast<size_t>(stop - movement) > run_check_block ? movement + run_check_block
                                                                                        : stop;
-        scanner.template run<true>(movement, block_end, first, last_samples, properties, flags, breaks, lengths,
-                                   next_samples);
+        scanner.template run<true>(movement, block_end, next_copy, first, last_samples, properties, flags, breaks,
+                                   lengths, next_samples);
+        if (next_copy != nullptr) {
+            next_copy += block_end - movement;
+        }
         movement = block_end;
     }
-    scanner.template run<false>(movement, stop, first, last_samples, properties, flags, breaks, lengths,
+    scanner.template run<false>(movement, stop, next_copy, first, last_samples, properties, flags, breaks, lengths,
                                 next_samples);
-    return {flags[0] | flags[1], breaks[0] | breaks[1], breaks[1], lengths[1]};
+    return {flags[0] | flags[1], breaks[0] | breaks[1], breaks[1], lengths[1], begin};
+}
+
+// What lies between a part starting at `begin` (> 0) and the movements
+// before it, read from `copy` (complete by now): whether its first movement
+// continues the one before it, with the ranges of movement 0 (then, with
+// the part's own comparisons, every movement of the part has them).
+inline void join_part(MoveScan& part, const mts_data_movement_t* copy) noexcept {
+    const Lanes samples = load_lanes(&copy[part.begin].sample_in);
+    const Lanes before = load_lanes(&copy[part.begin - 1].sample_in);
+    const Lanes gap = samples - (before + Lanes{1, 1});
+    const Lanes starts = load_lanes(&copy[part.begin].properties_start_in) ^
+                         load_lanes(&copy[0].properties_start_in);
+    const Lanes tail = load_lanes(&copy[part.begin].properties_start_out) ^
+                       load_lanes(&copy[0].properties_start_out);
+    const Lanes breaks = gap | starts | tail;
+    part.not_one_run |= breaks[0] | breaks[1];
+    part.out_of_order |= gap[1];
 }
 
 }  // namespace mtsarray::detail::move_scan

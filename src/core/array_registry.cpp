@@ -6,6 +6,13 @@
 #include <mutex>
 #include <new>
 
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#define MTSARRAY_HAS_PTHREAD_ATFORK 1
+#else
+#define MTSARRAY_HAS_PTHREAD_ATFORK 0
+#endif
+
 #include "base/error.hpp"
 
 namespace mtsarray::detail {
@@ -30,8 +37,20 @@ struct Table {
     uint64_t fresh_slots = 0;  // slots ever handed out
 };
 
+// fork(): the table's lock is taken around it, so that the child gets the
+// table in a consistent state and the lock free (another thread of the
+// parent may have been inside it: the child would wait forever for a
+// thread it does not have). The slots other threads of the parent held
+// ready or freed are never reused in the child; its arrays work as usual.
 Table& table() {
-    static auto* instance = new Table();
+    static auto* instance = [] {
+        auto* made = new Table();
+#if MTSARRAY_HAS_PTHREAD_ATFORK
+        pthread_atfork([] { table().mutex.lock(); }, [] { table().mutex.unlock(); },
+                       [] { table().mutex.unlock(); });
+#endif
+        return made;
+    }();
     return *instance;
 }
 

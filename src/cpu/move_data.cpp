@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <new>
+#include <string>
 #include <vector>
 
+#include "base/error.hpp"
 #include "base/fault_injection.hpp"
 #include "cpu/cpu_features.hpp"
 #include "cpu/move_data_avx2.hpp"
@@ -103,9 +107,10 @@ constexpr size_t few_movements = 4;
 // "moves=10 ... scattered" row of mtsarray-bench's full sweep).
 constexpr size_t short_list_movements = 16;
 
-void copy_few_movements(const Arrays& arrays, const MovePlan& plan) {
-    for (size_t i = 0; i < plan.movements_count(); i++) {
-        const MoveRun run = plan.run_of(plan.movement(i));
+void copy_few_movements(const Arrays& arrays, const MovePlan& plan, const mts_data_movement_t* movements,
+                        size_t count) {
+    for (size_t i = 0; i < count; i++) {
+        const MoveRun run = plan.run_of(movements[i]);
         if (run.bytes != 0) {
             copy_rows(arrays.output + run.output_offset, arrays.input + run.input_offset, run.bytes, run.rows,
                       arrays.output_row_stride, arrays.input_row_stride);
@@ -232,24 +237,103 @@ void copy_in_byte_pieces(const Arrays& arrays, const MovePlan& plan, size_t thre
 constexpr size_t min_check_movements_per_part = 2048;
 constexpr size_t max_check_parts = 64;
 
-MoveSummary validate(const MovePlan& plan) {
+// Checks every movement of `plan`, reading each once from the caller's list
+// and storing it into `copy` (movements_count() entries) as it goes; the
+// summary and the check are those of the copy.
+MoveSummary validate_into(const MovePlan& plan, mts_data_movement_t* copy) {
     const size_t count = plan.movements_count();
-    if (count == 0) {
-        return plan.validate();
-    }
     const size_t threads = count < 2 * min_check_movements_per_part
                                ? 1
                                : std::min(thread_count(), count / (2 * min_check_movements_per_part));
     if (threads <= 1) {
-        const MoveScan all = scan_movements(plan, 0, count);
-        return plan.summarize(&all, 1);
+        MoveScan all = scan_movements(plan, 0, count, copy);
+        return plan.summarize(&all, 1, copy);
     }
     const size_t parts = std::min({max_check_parts, threads * pieces_per_thread, count / min_check_movements_per_part});
     MoveScan scans[max_check_parts];
-    auto task = [&](size_t part) { scans[part] = scan_movements(plan, count * part / parts, count * (part + 1) / parts); };
+    auto task = [&](size_t part) {
+        scans[part] = scan_movements(plan, count * part / parts, count * (part + 1) / parts, copy);
+    };
     run_tasks(parts, threads, TaskBody(task));
-    return plan.summarize(scans, parts);
+    return plan.summarize(scans, parts, copy);
 }
+
+// The copy of the caller's movements that a call checks and then uses: the
+// caller's list is read once, so that a list in memory the call writes (the
+// output's own) or that another thread edits meanwhile can not change a
+// movement between its check and its copy. Each thread keeps its buffer
+// between calls (no allocation per call once it is large enough), up to
+// `kept_movements`; a larger list gets a buffer of its own for the call.
+constexpr size_t kept_movements = size_t(1) << 18;  // 10 MiB
+
+class MovementCopy {
+public:
+    explicit MovementCopy(size_t count) {
+        Buffer& kept = thread_buffer();
+        if (!kept.in_use && count <= kept_movements) {
+            if (kept.capacity < count) {
+                // a little more than asked: lists of slowly growing size do
+                // not allocate on every call
+                const size_t capacity = std::min(kept_movements, std::max(count + count / 2, size_t(64)));
+                mts_data_movement_t* data = allocate(capacity);
+                if (kept.data == nullptr) {
+                    thread_local FreeAtThreadExit free_at_exit;
+                    (void)free_at_exit;
+                }
+                delete[] kept.data;
+                kept.data = data;
+                kept.capacity = capacity;
+            }
+            kept.in_use = true;
+            kept_ = &kept;
+            data_ = kept.data;
+        } else {
+            own_.reset(allocate(count));
+            data_ = own_.get();
+        }
+    }
+    ~MovementCopy() {
+        if (kept_ != nullptr) {
+            kept_->in_use = false;
+        }
+    }
+    MovementCopy(const MovementCopy&) = delete;
+    MovementCopy& operator=(const MovementCopy&) = delete;
+
+    mts_data_movement_t* data() const noexcept { return data_; }
+
+private:
+    // Plain data, so that reaching it costs no guard of a thread_local
+    // object (a few nanoseconds of each call, the "moves=1" rows); its
+    // memory is given back when the thread exits (FreeAtThreadExit).
+    struct Buffer {
+        mts_data_movement_t* data;
+        size_t capacity;
+        bool in_use;  // a second call on this thread (a nested one) takes a buffer of its own
+    };
+    struct FreeAtThreadExit {
+        ~FreeAtThreadExit() {
+            Buffer& kept = thread_buffer();
+            delete[] kept.data;
+            kept = {nullptr, 0, false};
+        }
+    };
+    static Buffer& thread_buffer() noexcept {
+        static thread_local Buffer buffer __attribute__((tls_model("initial-exec"))) = {nullptr, 0, false};
+        return buffer;
+    }
+    static mts_data_movement_t* allocate(size_t count) {
+        auto* data = new (std::nothrow) mts_data_movement_t[count];
+        if (data == nullptr) {
+            throw OutOfMemory("out of host memory for the copy of " + std::to_string(count) + " movements");
+        }
+        return data;
+    }
+
+    Buffer* kept_ = nullptr;
+    std::unique_ptr<mts_data_movement_t[]> own_;
+    mts_data_movement_t* data_ = nullptr;
+};
 
 }  // namespace
 
@@ -263,24 +347,32 @@ MoveDataSplit choose_split(const MovePlan& plan, const MoveSummary& summary, siz
     return MoveDataSplit::byte_pieces;
 }
 
-void move_data(void* output, const void* input, const MovePlan& plan) {
-    const size_t count = plan.movements_count();
+void move_data(void* output, const void* input, const MovePlan& caller_plan) {
+    const size_t count = caller_plan.movements_count();
     if (count <= few_movements) {
-        // A handful of movements (one movement is a common call): the exact
-        // check of each, then a memcpy per row, without the passes and the
-        // set-up that pay off on longer lists.
+        // A handful of movements (one movement is a common call): each one
+        // read once into a local copy and checked exactly, then a memcpy per
+        // row, without the passes and the set-up that pay off on longer
+        // lists.
+        mts_data_movement_t few[few_movements];
+        bool valid = true;
         for (size_t i = 0; i < count; i++) {
-            if (!plan.in_range(plan.movement(i))) {
-                (void)plan.validate();  // throws the error naming it
-            }
+            few[i] = caller_plan.movement(i);
+            valid &= caller_plan.in_range(few[i]);
+        }
+        if (!valid) {
+            (void)caller_plan.with_movements(few).validate();  // throws the error naming it
         }
         (void)threads_for(0);  // like every host operation: a bad thread count is an error
         fault_injection::check("move_data");
-        copy_few_movements(arrays_of(output, input, plan, 0), plan);
+        copy_few_movements(arrays_of(output, input, caller_plan, 0), caller_plan, few, count);
         return;
     }
-    // every movement is checked before the first write: the copy streams
-    const MoveSummary summary = validate(plan);
+    // every movement is checked, and copied, before the first write: the
+    // copy streams, from the checked copy of the movements only
+    const MovementCopy copy(count);
+    const MovePlan plan = caller_plan.with_movements(copy.data());
+    const MoveSummary summary = validate_into(caller_plan, copy.data());
     const size_t threads = threads_for(summary.bytes);
     fault_injection::check("move_data");
     const Arrays arrays = arrays_of(output, input, plan, summary.bytes);

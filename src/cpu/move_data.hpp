@@ -8,8 +8,9 @@
 
 namespace mtsarray::detail::cpu {
 
-/// move_data on host memory: checks every movement of `plan` (throwing
-/// validate()'s error before anything is written), asks how many threads
+/// move_data on host memory: reads every movement of `plan` once, into a
+/// copy of its own, checking it (throwing validate()'s error before
+/// anything is written), then works from that copy only; asks how many threads
 /// the copy may use, then copies the runs of `plan` from `input` to
 /// `output` (each array's first element). The bytes written are those of
 /// the serial copy, whatever the thread count: the copy is split only when

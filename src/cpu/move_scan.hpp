@@ -10,9 +10,10 @@
 
 namespace mtsarray::detail::cpu {
 
-/// MovePlan::scan_part(begin, end) with the widest vectors the CPU has
-/// (`best`), or the portable scan (`baseline`, for the tests).
-MoveScan scan_movements(const MovePlan& plan, size_t begin, size_t end,
+/// MovePlan::scan_part(begin, end, copy) with the widest vectors the CPU
+/// has (`best`), or the portable scan (`baseline`, for the tests): the same
+/// MoveScan and the same copy.
+MoveScan scan_movements(const MovePlan& plan, size_t begin, size_t end, mts_data_movement_t* copy,
                         InstructionSet instructions = InstructionSet::best) noexcept;
 
 }  // namespace mtsarray::detail::cpu

@@ -11,14 +11,6 @@
 
 namespace mtsarray::detail {
 
-namespace {
-
-// Far more axes than any real array has; bounds the work a hostile tensor
-// can ask for before it is rejected.
-constexpr int32_t max_dimensions = 64;
-
-}  // namespace
-
 std::vector<int64_t> contiguous_strides(const Shape& shape) {
     // unsigned: an empty array may have dimensions whose product overflows
     // (its strides do not matter); a non-empty one fits by construction
@@ -83,8 +75,10 @@ std::unique_ptr<Array> from_dlpack(DLManagedTensorVersioned* tensor) {
                          std::to_string(tensor->version.minor) + ", mtsarray reads DLPack " +
                          std::to_string(DLPACK_MAJOR_VERSION) + ".x");
     const DLTensor& source = tensor->dl_tensor;
-    MTSARRAY_EXPECTS(source.ndim >= 0 && source.ndim <= max_dimensions,
-                     "invalid DLPack tensor: ndim = " + std::to_string(source.ndim));
+    // No limit on the axes of our own (an array may have any number, and
+    // its export comes back): DLPack's int32 is the only one. The shape has
+    // ndim entries, as DLPack requires of the producer.
+    MTSARRAY_EXPECTS(source.ndim >= 0, "invalid DLPack tensor: ndim = " + std::to_string(source.ndim));
     MTSARRAY_EXPECTS(source.ndim == 0 || source.shape != nullptr,
                      "invalid DLPack tensor: shape is NULL with ndim = " + std::to_string(source.ndim));
     check_dtype(source.dtype);

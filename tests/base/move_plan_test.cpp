@@ -216,3 +216,32 @@ TEST(MovePlan, ValidationMessages) {
 }
 
 }  // namespace
+
+// for_each_valid_run reads each movement once: a visitor that writes into
+// the movements (a table built in the same memory) can not turn a checked
+// movement into an unchecked one. Here the first run visited overwrites a
+// later movement, of the same block of the check or of a later one, with a
+// movement out of range: every run visited stays inside both arrays, and
+// the pass either used the value it checked or stops at the new one.
+TEST(MovePlan, ValidRunsAreMadeOfTheValuesChecked) {
+    for (size_t changed : {size_t(5), size_t(100), size_t(127), size_t(128), size_t(300), size_t(999)}) {
+        SCOPED_TRACE(::testing::Message() << "movement " << changed << " changed by the visitor");
+        std::vector<mts_data_movement_t> movements(1000);
+        for (size_t i = 0; i < movements.size(); i++) {
+            movements[i] = {(i * 7) % 50, (i * 3) % 40, 0, 0, 2};  // scattered: one run each
+        }
+        const MovePlan scattered({40, 4}, {50, 4}, 8, movements.data(), movements.size());
+        size_t visits = 0;
+        bool outside = false;
+        const bool valid = scattered.for_each_valid_run([&](const MoveRun& run) {
+            if (visits++ == 0) {
+                movements[changed].sample_in = uintptr_t(1) << 40;
+            }
+            outside |= run.input_offset + run.bytes * run.rows > scattered.input_bytes() ||
+                       run.output_offset + run.bytes * run.rows > scattered.output_bytes();
+        });
+        EXPECT_FALSE(outside);
+        // the change is seen when its block is read after the visit
+        EXPECT_EQ(valid, changed < 128) << visits << " runs visited";
+    }
+}

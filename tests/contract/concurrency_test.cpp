@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +23,11 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#if defined(__linux__)
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
 
 #include "support/backends.hpp"
 
@@ -503,3 +509,188 @@ TEST_P(Concurrency, EverySplitOnThePool) {
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, Concurrency, ::testing::ValuesIn(test_devices()),
                          [](const ::testing::TestParamInfo<DLDevice>& info) { return device_name(info.param); });
+
+// ---- fork(), the thread count and the pool, all at once -------------------------
+
+#if defined(__linux__)
+
+namespace {
+
+// AddressSanitizer's own allocator may be locked by another thread at a
+// fork, and then hangs the child's first malloc (in the sanitizer runtime,
+// before any mtsarray code): the forks are left out of that build.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool forks_usable = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool forks_usable = false;
+#else
+constexpr bool forks_usable = true;
+#endif
+#else
+constexpr bool forks_usable = true;
+#endif
+
+/// What a forked child does (and must be able to do whatever the parent's
+/// other threads were doing at the fork): set the thread count, make arrays,
+/// move data between them, read them back, destroy them. One thread in the
+/// child: a ThreadSanitizer child may not start threads. Exit status 0 when
+/// every value is right; a child stuck on a lock is killed by its alarm.
+[[noreturn]] void child_uses_the_library() {
+    alarm(5);
+    int status = mtsarray_set_num_threads(1) == MTS_SUCCESS ? 0 : 1;
+    try {
+        const DLDevice cpu = {kDLCPU, 0};
+        for (int round = 0; round < 4 && status == 0; round++) {
+            auto input = array_from_bytes(cpu, float64(), {40, 3}, to_bytes(iota(120, 1.0)));
+            auto output = mtsarray::Array::zeros(cpu, float64(), {40, 3});
+            std::vector<mts_data_movement_t> movements;
+            for (uintptr_t i = 0; i < 40; i++) {
+                movements.push_back({i, 39 - i, 0, 0, 3});
+            }
+            const mts_array_t& raw = output.get();
+            if (raw.move_data(raw.ptr, input.get().ptr, movements.data(), movements.size()) != MTS_SUCCESS) {
+                status = 2;
+                break;
+            }
+            const auto values = from_bytes<double>(read_bytes(output));
+            if (values[0] != 1.0 + 39 * 3 || values[39 * 3 + 2] != 3.0) {
+                status = 3;
+            }
+        }
+        int32_t count = 0;
+        if (status == 0 && (mtsarray_get_num_threads(&count) != MTS_SUCCESS || count != 1)) {
+            status = 4;
+        }
+    } catch (...) {
+        status = 5;
+    }
+    _exit(status);
+}
+
+/// Forks, runs child_uses_the_library() in the child, and returns what
+/// became of it: "" when it exited with 0.
+std::string fork_and_use_the_library() {
+    const pid_t child = fork();
+    if (child == -1) {
+        return "fork failed";
+    }
+    if (child == 0) {
+        child_uses_the_library();
+    }
+    int status = 0;
+    if (waitpid(child, &status, 0) != child) {
+        return "waitpid failed";
+    }
+    if (WIFSIGNALED(status)) {
+        return "the child was killed by signal " + std::to_string(WTERMSIG(status)) +
+               (WTERMSIG(status) == SIGALRM ? " (stuck: a lock held by a thread of the parent)" : "");
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        return "the child exited with status " + std::to_string(WEXITSTATUS(status));
+    }
+    return "";
+}
+
+/// Threads of the parent making and destroying arrays, and setting the
+/// thread count, until `stop`.
+class BusyParent {
+public:
+    BusyParent() {
+        for (int t = 0; t < 3; t++) {
+            threads_.emplace_back([this] {
+                while (!stop_.load(std::memory_order_relaxed)) {
+                    std::vector<mtsarray::Array> arrays;
+                    for (int i = 0; i < 70; i++) {
+                        arrays.push_back(mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), {2, 2}));
+                    }
+                }
+            });
+        }
+        threads_.emplace_back([this] {
+            for (int32_t round = 0; !stop_.load(std::memory_order_relaxed); round++) {
+                EXPECT_EQ(mtsarray_set_num_threads(1 + round % 4), MTS_SUCCESS) << last_error();
+            }
+        });
+    }
+    ~BusyParent() {
+        stop_.store(true);
+        for (auto& thread : threads_) {
+            thread.join();
+        }
+        EXPECT_EQ(mtsarray_set_num_threads(4), MTS_SUCCESS);
+    }
+    BusyParent(const BusyParent&) = delete;
+    BusyParent& operator=(const BusyParent&) = delete;
+
+private:
+    std::atomic<bool> stop_{false};
+    std::vector<std::thread> threads_;
+};
+
+// A fork while other threads make and destroy arrays and set the thread
+// count: the child gets every lock of the library free.
+TEST(Fork, TheChildMakesUsesAndDestroysArrays) {
+    if (!forks_usable) {
+        GTEST_SKIP() << "AddressSanitizer's allocator can hang a forked child of a multi-threaded parent";
+    }
+    BusyParent parent;
+    for (int fork_number = 0; fork_number < 40; fork_number++) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        const std::string failure = fork_and_use_the_library();
+        ASSERT_EQ(failure, "") << "fork " << fork_number;
+    }
+}
+
+// Everything at once for a bounded time (about a second): callers whose
+// move_data work runs on the pool, a thread changing the thread count,
+// threads making and destroying arrays and exports, and forks whose
+// children use the library. The sanitizer builds run it (ctest -R
+// concurrency: ThreadSanitizer; every test: AddressSanitizer, without the
+// forks).
+TEST(Stress, ThreadCountPoolWorkForksAndArraysAtOnce) {
+    const DLDevice cpu = {kDLCPU, 0};
+    constexpr uintptr_t samples = 8192;
+    constexpr uintptr_t properties = 16;
+    const auto values = iota(samples * properties, 0.0);
+    auto input = array_from_bytes(cpu, float64(), {samples, properties}, to_bytes(values));
+    std::vector<mts_data_movement_t> movements(samples);
+    for (uintptr_t i = 0; i < samples; i++) {
+        movements[i] = {(i * 17) % samples, i, 0, 0, properties};  // one write per output sample: split
+    }
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 2; t++) {
+        callers.emplace_back([&] {
+            auto output = mtsarray::Array::zeros(cpu, float64(), {samples, properties});
+            const mts_array_t& raw = output.get();
+            while (!stop.load(std::memory_order_relaxed)) {
+                ASSERT_EQ(raw.move_data(raw.ptr, input.get().ptr, movements.data(), movements.size()), MTS_SUCCESS)
+                    << last_error();
+            }
+            const auto moved = from_bytes<double>(read_bytes(output));
+            for (uintptr_t i = 0; i < samples; i += 97) {
+                ASSERT_EQ(moved[i * properties + 3], values[((i * 17) % samples) * properties + 3]);
+            }
+        });
+    }
+    {
+        BusyParent parent;
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1000);
+        for (int fork_number = 0; std::chrono::steady_clock::now() < end; fork_number++) {
+            if (forks_usable && fork_number % 8 == 0) {
+                const std::string failure = fork_and_use_the_library();
+                EXPECT_EQ(failure, "") << "fork " << fork_number;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        stop.store(true);
+    }
+    for (auto& caller : callers) {
+        caller.join();
+    }
+}
+
+}  // namespace
+
+#endif

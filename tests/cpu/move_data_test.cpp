@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -50,7 +51,7 @@ uintptr_t edge_value(std::mt19937_64& rng, uintptr_t limit) {
 MoveSummary validate_in_parts(const MovePlan& plan, std::mt19937_64& rng) {
     const size_t count = plan.movements_count();
     if (count == 0) {
-        return plan.summarize(nullptr, 0);
+        return plan.summarize(nullptr, 0, nullptr);
     }
     std::vector<size_t> cuts = {0, count};
     const size_t extra = std::uniform_int_distribution<size_t>(0, std::min<size_t>(count - 1, 6))(rng);
@@ -60,10 +61,15 @@ MoveSummary validate_in_parts(const MovePlan& plan, std::mt19937_64& rng) {
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     std::vector<mtsarray::detail::MoveScan> parts(cuts.size() - 1);
+    std::vector<mts_data_movement_t> copy(count);
     for (size_t i = parts.size(); i-- > 0;) {
-        parts[i] = plan.scan_part(cuts[i], cuts[i + 1]);
+        parts[i] = plan.scan_part(cuts[i], cuts[i + 1], copy.data());
     }
-    return plan.summarize(parts.data(), parts.size());
+    const MoveSummary summary = plan.summarize(parts.data(), parts.size(), copy.data());
+    for (size_t i = 0; i < count; i++) {
+        EXPECT_EQ(std::memcmp(&copy[i], &plan.movement(i), sizeof(mts_data_movement_t)), 0) << "movement " << i;
+    }
+    return summary;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <random>
 #include <utility>
@@ -100,8 +101,14 @@ TEST(MoveScan, BothScansSeeTheSameInEveryPart) {
         for (const auto& [begin, end] : parts) {
             SCOPED_TRACE(::testing::Message() << "list " << list << " of " << count << " movements, part [" << begin
                                               << ", " << end << ")");
-            const MoveScan baseline = checked.scan_part(begin, end);
-            const MoveScan best = scan_movements(checked, begin, end);
+            std::vector<mts_data_movement_t> baseline_copy(count);
+            std::vector<mts_data_movement_t> best_copy(count);
+            const MoveScan baseline = checked.scan_part(begin, end, baseline_copy.data());
+            const MoveScan best = scan_movements(checked, begin, end, best_copy.data());
+            for (size_t i = begin; i < end; i++) {
+                EXPECT_EQ(std::memcmp(&baseline_copy[i], &movements[i], sizeof(mts_data_movement_t)), 0) << i;
+                EXPECT_EQ(std::memcmp(&best_copy[i], &movements[i], sizeof(mts_data_movement_t)), 0) << i;
+            }
             EXPECT_EQ(best.out_of_range, baseline.out_of_range);
             EXPECT_EQ(best.not_one_run, baseline.not_one_run);
             EXPECT_EQ(best.out_of_order, baseline.out_of_order);

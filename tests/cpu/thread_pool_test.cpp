@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -217,6 +218,36 @@ TEST(ThreadPool, ConcurrentCallersDoNotOversubscribe) {
     EXPECT_EQ(tasks_done.load(), 8 * 40 * 16);
     EXPECT_LE(most_pool_threads_inside.load(), 3);
     EXPECT_LE(cpu::pool_thread_count(), 3u);
+}
+
+// A caller takes its job back from the threads it recruited after they
+// may already be idle again; a count that goes down meanwhile stops idle
+// threads, never one that a caller still holds (AddressSanitizer reports
+// the use of a freed thread otherwise).
+TEST(ThreadPool, TheCountGoesDownWhileCallersRun) {
+    CountForTest count(4);
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> callers;
+    std::atomic<size_t> runs{0};
+    for (int caller = 0; caller < 2; caller++) {
+        callers.emplace_back([&] {
+            auto count_run = [&](size_t) { runs.fetch_add(1, std::memory_order_relaxed); };
+            while (!stop.load(std::memory_order_relaxed)) {
+                cpu::run_tasks(8, 4, cpu::TaskBody(count_run));
+            }
+        });
+    }
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    for (int64_t round = 0; std::chrono::steady_clock::now() < end; round++) {
+        cpu::set_thread_count(round % 2 == 0 ? 1 : 4);
+    }
+    stop.store(true);
+    for (auto& caller : callers) {
+        caller.join();
+    }
+    EXPECT_GT(runs.load(), 0u);
+    cpu::set_thread_count(1);
+    EXPECT_EQ(cpu::pool_thread_count(), 0u) << "idle threads are stopped once no caller holds them";
 }
 
 #if defined(__linux__)

@@ -519,7 +519,8 @@ TEST_P(Import, RejectedTensorsAreReleasedOnce) {
     expect_rejected(negative_ndim, &deleted, "invalid DLPack tensor: ndim = -1");
     auto* huge_ndim = make();
     huge_ndim->dl_tensor.ndim = 1000;
-    expect_rejected(huge_ndim, &deleted, "invalid DLPack tensor: ndim = 1000");
+    huge_ndim->dl_tensor.shape = nullptr;
+    expect_rejected(huge_ndim, &deleted, "invalid DLPack tensor: shape is NULL with ndim = 1000");
 
     auto* null_shape = make();
     null_shape->dl_tensor.shape = nullptr;
@@ -578,6 +579,26 @@ TEST_P(Import, RejectedTensorsAreReleasedOnce) {
     }
     EXPECT_EQ(deleted, before + 1);
     EXPECT_NE(last_error().find("is NULL"), std::string::npos) << last_error();
+}
+
+// One limit on the axes for everything (DLPack's int32): an array of many
+// axes that mtsarray makes comes back through its own export.
+TEST(ImportRoundTrip, ManyAxesComeBack) {
+    for (size_t axes : {65, 100, 300}) {
+        std::vector<uintptr_t> shape(axes, 1);
+        shape[0] = 3;
+        shape[axes - 1] = 2;
+        auto array = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), shape);
+        const mts_array_t& raw = array.get();
+        DLManagedTensorVersioned* tensor = nullptr;
+        ASSERT_EQ(raw.as_dlpack(raw.ptr, &tensor, DLDevice{kDLCPU, 0}, nullptr, DLPackVersion{1, 0}), MTS_SUCCESS)
+            << last_error();
+        ASSERT_EQ(tensor->dl_tensor.ndim, static_cast<int32_t>(axes));
+        mts_array_t imported = {};
+        ASSERT_EQ(mtsarray_from_dlpack(tensor, &imported), MTS_SUCCESS) << axes << " axes: " << last_error();
+        EXPECT_EQ(shape_of(imported), shape);
+        imported.destroy(imported.ptr);
+    }
 }
 
 TEST(ImportRoundTrip, ExportThenImportSharesTheData) {

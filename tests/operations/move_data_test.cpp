@@ -3,6 +3,7 @@
 // must reject bad input before writing anything.
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -11,6 +12,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -542,6 +544,97 @@ TEST_P(MoveDataErrors, InputOnAnotherDevice) {
     auto input = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), {5, 2, 6});
     expect_rejected(input.get().ptr, {{0, 0, 0, 0, 1}}, "(float64 array of shape [5, 2, 6] on cpu) is not on the "
                                                         "output's device");
+}
+
+// ---- the movements are read once ----------------------------------------------
+
+// Movements read once, before anything is written: a list that lives in the
+// output's own memory is applied as it was when the call started, even when
+// the first movement overwrites a later one with a movement out of range.
+// The output is a view of the first rows of a larger buffer: a write past
+// its end lands in the guard rows after it, which must stay untouched.
+TEST(MoveDataMovements, ListInTheOutputIsReadBeforeTheCopy) {
+    constexpr size_t fields = 5;  // one uint64 row of the output is one movement
+    static_assert(sizeof(mts_data_movement_t) == fields * sizeof(uint64_t), "a movement is five 64-bit fields");
+    const DLDataType uint64 = make_dtype(kDLUInt, 64);
+    int32_t threads_before = 0;
+    ASSERT_EQ(mtsarray_get_num_threads(&threads_before), MTS_SUCCESS);
+    for (int32_t threads : {1, 2}) {
+        ASSERT_EQ(mtsarray_set_num_threads(threads), MTS_SUCCESS);
+        for (size_t count : {2, 4, 5, 17, 100, 5000, 20000}) {
+            SCOPED_TRACE(::testing::Message() << count << " movements, " << threads << " threads");
+            const size_t rows = count + 8;  // the list, then the rows the movements write
+            const size_t guard_rows = 4;
+            std::vector<uint64_t> memory((rows + guard_rows) * fields, 0);
+            auto* list = reinterpret_cast<mts_data_movement_t*>(memory.data() + 2 * fields);  // rows 2 .. 2 + count
+            // movement 0 copies input row 1 over movement 1; movement 1 and
+            // the others copy input row 0 after the list (samples going back
+            // and forth: not one run)
+            list[0] = {1, 3, 0, 0, fields};
+            for (size_t i = 1; i < count; i++) {
+                list[i] = {0, 2 + count + (i % 5), 0, 0, fields};
+            }
+            // input row 1: a movement writing one row past the output
+            const std::vector<uint64_t> input_values = {9, 9, 9, 9, 9, 0, rows, 0, 0, fields};
+            auto input = mtsarray::Array::wrap(const_cast<uint64_t*>(input_values.data()), DLDevice{kDLCPU, 0},
+                                               uint64, {2, fields});
+            auto output = mtsarray::Array::wrap(memory.data(), DLDevice{kDLCPU, 0}, uint64, {rows, fields});
+            const auto& raw = output.get();
+            ASSERT_EQ(raw.move_data(raw.ptr, input.get().ptr, list, count), MTS_SUCCESS) << last_error();
+            for (size_t i = rows * fields; i < memory.size(); i++) {
+                ASSERT_EQ(memory[i], 0u) << "written past the output, element " << i;
+            }
+            // movement 0's row, and the rows of the others, as listed at the start
+            EXPECT_EQ(std::vector<uint64_t>(memory.begin() + 3 * fields, memory.begin() + 4 * fields),
+                      std::vector<uint64_t>(input_values.begin() + fields, input_values.end()));
+            for (size_t i = 1; i < std::min<size_t>(count, 6); i++) {
+                const size_t row = 2 + count + (i % 5);
+                EXPECT_EQ(std::vector<uint64_t>(memory.begin() + row * fields, memory.begin() + (row + 1) * fields),
+                          std::vector<uint64_t>(fields, 9))
+                    << "row " << row;
+            }
+        }
+    }
+    ASSERT_EQ(mtsarray_set_num_threads(threads_before), MTS_SUCCESS);
+}
+
+// The same from another thread: a list edited while move_data runs. Each
+// movement is either the valid one or one out of range; whatever the
+// timing, the call either succeeds having written only inside the output,
+// or fails naming a movement, and never writes past the output.
+TEST(MoveDataMovements, ListEditedByAnotherThreadNeverWritesOutside) {
+    const DLDataType float64_type = float64();
+    constexpr size_t samples = 64;
+    constexpr size_t properties = 8;
+    constexpr size_t guard = 1024;
+    constexpr size_t count = 3000;
+    std::vector<double> memory((samples * properties) + guard, 0.0);
+    std::vector<double> input_values(samples * properties, 1.0);
+    auto input = mtsarray::Array::wrap(input_values.data(), DLDevice{kDLCPU, 0}, float64_type, {samples, properties});
+    auto output = mtsarray::Array::wrap(memory.data(), DLDevice{kDLCPU, 0}, float64_type, {samples, properties});
+    std::vector<mts_data_movement_t> list(count);
+    for (size_t i = 0; i < count; i++) {
+        list[i] = {i % samples, (i * 7) % samples, 0, 0, properties};
+    }
+    std::atomic<bool> stop{false};
+    std::thread editor([&] {
+        volatile uintptr_t* field = &list[count / 2].sample_out;
+        for (uintptr_t round = 0; !stop.load(std::memory_order_relaxed); round++) {
+            *field = (round % 2 == 0) ? (uintptr_t(1) << 40) : 3;
+        }
+    });
+    const auto& raw = output.get();
+    for (int call = 0; call < 300; call++) {
+        const mts_status_t status = raw.move_data(raw.ptr, input.get().ptr, list.data(), count);
+        if (status != MTS_SUCCESS) {
+            EXPECT_NE(last_error().find("sample_out"), std::string::npos) << last_error();
+        }
+    }
+    stop.store(true);
+    editor.join();
+    for (size_t i = samples * properties; i < memory.size(); i++) {
+        ASSERT_EQ(memory[i], 0.0) << "written past the output, element " << i;
+    }
 }
 
 }  // namespace

@@ -9,6 +9,12 @@
 #include <sched.h>
 #include <unistd.h>
 #endif
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#define MTSARRAY_HAS_PTHREAD_ATFORK 1
+#else
+#define MTSARRAY_HAS_PTHREAD_ATFORK 0
+#endif
 
 #include "cpu/environment_value.hpp"
 #include "cpu/threads/thread_pool.hpp"
@@ -23,9 +29,19 @@ namespace {
 constexpr int64_t undecided = 0;
 constexpr int64_t invalid_environment = -1;
 
+// Taken around fork(), so that the child gets it free (another thread of
+// the parent may have been setting the count) and the count consistent:
+// the child inherits the parent's count and may set its own.
 std::mutex& decision_mutex() {
-    static std::mutex mutex;
-    return mutex;
+    static std::mutex* mutex = [] {
+        auto* made = new std::mutex();
+#if MTSARRAY_HAS_PTHREAD_ATFORK
+        pthread_atfork([] { decision_mutex().lock(); }, [] { decision_mutex().unlock(); },
+                       [] { decision_mutex().unlock(); });
+#endif
+        return made;
+    }();
+    return *mutex;
 }
 std::string environment_error;  // guarded by decision_mutex()
 

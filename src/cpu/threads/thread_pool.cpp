@@ -158,6 +158,12 @@ public:
     }
 
     std::thread thread;
+    /// Callers that recruited this thread and may still call retract() on
+    /// it (guarded by the pool's mutex): the pool never stops and frees a
+    /// thread while one does, even once the thread is idle again (it puts
+    /// itself back on the idle list as soon as it is done, before the
+    /// caller has taken back its job from the others).
+    size_t recruiters = 0;
 
 private:
     std::mutex mutex_;
@@ -229,6 +235,7 @@ public:
             for (size_t i = 0; i < recruited; i++) {
                 recruits.push_back(idle_.back());
                 idle_.pop_back();
+                recruits.back()->recruiters += 1;
             }
             busy_ += recruited;
         }
@@ -244,20 +251,18 @@ public:
         // Every task is taken: a recruit that has not woken up yet (no free
         // core, a slow wake-up) has nothing left to do, and the caller does
         // not wait for it.
+        // (The recruits taken back go first in `recruits`.)
         size_t retracted = 0;
-        for (Worker*& worker : recruits) {
-            if (worker->retract(&job)) {
+        for (size_t i = 0; i < recruits.size(); i++) {
+            if (recruits[i]->retract(&job)) {
+                std::swap(recruits[i], recruits[retracted]);
                 retracted++;
-            } else {
-                worker = nullptr;
             }
         }
         if (retracted != 0) {
             std::lock_guard<std::mutex> lock(mutex_);
-            for (Worker* worker : recruits) {
-                if (worker != nullptr) {
-                    idle_.push_back(worker);  // capacity reserved: no throw
-                }
+            for (size_t i = 0; i < retracted; i++) {
+                idle_.push_back(recruits[i]);  // capacity reserved: no throw
             }
             busy_ -= retracted;
         }
@@ -275,8 +280,12 @@ public:
             std::lock_guard<std::mutex> lock(job.mutex);
         }
         {
+            // done with the recruits: from here on they may be stopped
             std::lock_guard<std::mutex> lock(mutex_);
             busy_ -= 1;
+            for (Worker* worker : recruits) {
+                worker->recruiters -= 1;
+            }
         }
         if (job.error) {
             std::rethrow_exception(job.error);
@@ -293,9 +302,13 @@ public:
         std::vector<std::unique_ptr<Worker>> retired;
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            while (workers_.size() > count && !idle_.empty()) {
-                Worker* worker = idle_.back();
-                idle_.pop_back();
+            // idle threads that no caller may still call retract() on
+            for (size_t i = idle_.size(); i-- > 0 && workers_.size() > count;) {
+                Worker* worker = idle_[i];
+                if (worker->recruiters != 0) {
+                    continue;
+                }
+                idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
                 auto found = std::find_if(workers_.begin(), workers_.end(),
                                           [worker](const std::unique_ptr<Worker>& w) { return w.get() == worker; });
                 retired.push_back(std::move(*found));
