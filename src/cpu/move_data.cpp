@@ -319,7 +319,11 @@ private:
         }
     };
     static Buffer& thread_buffer() noexcept {
-        static thread_local Buffer buffer __attribute__((tls_model("initial-exec"))) = {nullptr, 0, false};
+        // the default TLS model: the library is also loaded with dlopen
+        // (the Python extension), where the initial-exec model's static TLS
+        // block may already be full ("cannot allocate memory in static TLS
+        // block")
+        static thread_local Buffer buffer = {nullptr, 0, false};
         return buffer;
     }
     static mts_data_movement_t* allocate(size_t count) {
