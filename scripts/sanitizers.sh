@@ -3,7 +3,8 @@
 #   1. ASan + UBSan build (with the test hooks and the fuzzers
 #      compiled in): the whole ctest suite with leak detection, which
 #      includes the fault injection sweep and the exported-symbols check;
-#   2. ThreadSanitizer build: the concurrency tests (ctest -R concurrency);
+#   2. ThreadSanitizer build: the concurrency tests and the GPU tests on the
+#      simulated runtime (ctest -R 'concurrency|SimulatedStreams|sim0');
 #   3. a short fixed-seed libFuzzer run of every fuzz target (scripts/fuzz.sh).
 # Any sanitizer report, leak, test failure or fuzzer finding makes the script
 # exit non-zero; every stage runs and the failures are listed at the end.
@@ -18,7 +19,9 @@
 #   MTSARRAY_JOBS           parallel build / test jobs (default 2)
 # The CUDA backend stays off: ASan with the CUDA runtime needs
 # ASAN_OPTIONS=protect_shadow_gap=0 and a GPU to say anything; the GPU side
-# has scripts/gpu_sanitizers.sh (compute-sanitizer) instead.
+# has scripts/gpu_sanitizers.sh (compute-sanitizer) instead. The GPU backend
+# itself (GpuBackend) runs in both stages on the simulated CUDA runtime of
+# tests/support/simulated_runtime.hpp.
 set -euo pipefail
 
 # shellcheck source=scripts/common.sh
@@ -70,10 +73,16 @@ asan_suite() {
 tsan_suite() {
     configure_sanitized "$TSAN_BUILD" thread -DMTSARRAY_TEST_HOOKS=ON
     log "build $TSAN_BUILD (-j$JOBS)"
-    cmake --build "$TSAN_BUILD" -j"$JOBS" --target mtsarray-concurrency-tests
-    log "ctest -R concurrency under TSan"
+    cmake --build "$TSAN_BUILD" -j"$JOBS" --target mtsarray-concurrency-tests \
+        mtsarray-simulated-stream-tests mtsarray-contract-tests
+    # the concurrency tests, the simulated GPU's stream tests and the
+    # contract matrix on the simulated device (GpuBackend's threads, the
+    # deferred work, the stream workers), each case bounded in time
+    log "ctest -R 'concurrency|SimulatedStreams|sim0' under TSan"
     TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPPRESSIONS/tsan.supp" \
-        ctest --test-dir "$TSAN_BUILD" --output-on-failure -R concurrency --no-tests=error
+    MTSARRAY_SIM_MAX_DELAY_US=20 \
+        ctest --test-dir "$TSAN_BUILD" --output-on-failure -j"$JOBS" --timeout 300 \
+            -R 'concurrency|SimulatedStreams|sim0' --no-tests=error
 }
 
 fuzz_short() {
@@ -82,7 +91,7 @@ fuzz_short() {
 }
 
 run_stage "ASan + UBSan: ctest (fault injection, exported symbols included)" asan_suite
-run_stage "TSan: ctest -R concurrency" tsan_suite
+run_stage "TSan: ctest -R 'concurrency|SimulatedStreams|sim0'" tsan_suite
 if [[ -x "$ASAN_BUILD/tests/fuzz/mtsarray-fuzz-move-data" ]]; then
     run_stage "libFuzzer: fixed-seed runs" fuzz_short
 else

@@ -88,6 +88,19 @@ public:
     /// copies wait for their own transfer.
     virtual void copy_from_host(const Stream& stream, void* destination, const void* host_source,
                                 size_t bytes) const = 0;
+    /// copy_from_host of a host source kept alive by `source_owner`: the
+    /// backend may read `host_source` after returning, until the copy has
+    /// run (then it drops `source_owner`, possibly from another thread), so
+    /// that no copy waits and none is staged twice; `source_page_locked`:
+    /// the source is page-locked or managed memory, read directly. The
+    /// default stages the bytes (copy_from_host).
+    virtual void copy_from_host_keeping(const Stream& stream, void* destination, const void* host_source,
+                                        size_t bytes, std::shared_ptr<const void> source_owner,
+                                        bool source_page_locked) const {
+        (void)source_owner;
+        (void)source_page_locked;
+        copy_from_host(stream, destination, host_source, bytes);
+    }
     /// Copy from another device of this backend, ordered on `stream` (the
     /// source's work stream).
     virtual void copy_peer(const Stream& stream, void* destination, DLDevice destination_device,

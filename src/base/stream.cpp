@@ -38,6 +38,14 @@ Stream Stream::parse(DLDevice device, int64_t number, bool allow_none) {
         throw Error(invalid(device, number, "negative stream numbers other than -1 are not valid"));
     }
     const auto type = device.device_type;
+    if (type == kDLCUDAManaged) {
+        // a consumer's CUDA stream, validated with the CUDA rules; the host
+        // computes on managed memory synchronously: nothing to order
+        MTSARRAY_EXPECTS(number != 0, invalid(device, number,
+            "0 is ambiguous for CUDA, use 1 (legacy default stream), 2 (per-thread default "
+            "stream) or a cudaStream_t handle"));
+        return Stream(device, stream_numbers::none);
+    }
     if (type == kDLCUDA) {
         MTSARRAY_EXPECTS(number != 0, invalid(device, number,
             "0 is ambiguous for CUDA, use 1 (legacy default stream), 2 (per-thread default "

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include <metatensor.h>
 
@@ -30,7 +31,14 @@ public:
     /// Validate a DLPack stream number for `device` (see DESIGN.md):
     /// CUDA 1, 2, >2; ROCm 0, >2; host devices only -1. Throws Error naming
     /// the number and the device type otherwise. `-1` is rejected unless
-    /// `allow_none` (only as_dlpack accepts it).
+    /// `allow_none` (only as_dlpack accepts it). CUDA managed memory takes
+    /// the CUDA numbers too; it is computed on by the host, which leaves
+    /// nothing to order: the result is the "none" stream.
+    ///
+    /// CUDA stream 2 names the per-thread default stream of the calling
+    /// thread: the Stream remembers that thread (its owner). Work is queued
+    /// on it only by its owner (GPU backends refuse other threads); memory
+    /// released by another thread goes back on `usable_here()`.
     static Stream parse(DLDevice device, int64_t number, bool allow_none = false);
 
     DLDevice device() const noexcept { return device_; }
@@ -42,9 +50,25 @@ public:
     /// The native handle (only meaningful when is_handle()).
     void* handle() const noexcept { return reinterpret_cast<void*>(static_cast<intptr_t>(number_)); }
 
+    /// CUDA stream 2: the per-thread default stream of its owner thread.
+    bool is_per_thread() const noexcept {
+        return device_.device_type == kDLCUDA && number_ == stream_numbers::cuda_per_thread;
+    }
+    /// False for the per-thread stream of another thread than the caller.
+    bool belongs_to_this_thread() const noexcept {
+        return !is_per_thread() || owner_ == std::this_thread::get_id();
+    }
+    /// This stream, or for the per-thread stream of another thread the
+    /// device's legacy default stream: work queued there runs after the
+    /// work queued before on every per-thread (blocking) stream of the
+    /// device, the owner's included. For frees and releases made by a thread
+    /// that is not the owner (a garbage collector, a DLPack deleter).
+    Stream usable_here() const { return belongs_to_this_thread() ? *this : default_for(device_); }
+
+    /// Two per-thread streams of different threads are different streams.
     bool operator==(const Stream& other) const noexcept {
         return number_ == other.number_ && device_.device_type == other.device_.device_type &&
-               device_.device_id == other.device_.device_id;
+               device_.device_id == other.device_.device_id && owner_ == other.owner_;
     }
     bool operator!=(const Stream& other) const noexcept { return !(*this == other); }
 
@@ -52,9 +76,14 @@ public:
     std::string describe() const;
 
 private:
-    Stream(DLDevice device, int64_t number) : device_(device), number_(number) {}
+    Stream(DLDevice device, int64_t number) : device_(device), number_(number) {
+        if (is_per_thread()) {
+            owner_ = std::this_thread::get_id();
+        }
+    }
     DLDevice device_;
     int64_t number_;
+    std::thread::id owner_;  // the per-thread stream's thread; empty otherwise
 };
 
 }  // namespace mtsarray::detail

@@ -53,7 +53,11 @@ void Buffer::record_device_use(const Stream& stream) {
     auto marker = memory_backend(stream.device().device_type).mark(stream);
     for (auto& use : uses_) {
         if (use.first == stream) {
-            use.second = std::move(marker);  // the newest mark covers the older ones
+            // the newest mark covers the older ones; a stream capturing a
+            // graph makes none, and the earlier real one must stay
+            if (marker != nullptr) {
+                use.second = std::move(marker);
+            }
             return;
         }
     }
@@ -81,6 +85,12 @@ struct GiveBack {
     std::vector<std::pair<Stream, std::shared_ptr<const StreamMarker>>> uses;
 
     void operator()() noexcept {
+        // the per-thread stream of another thread can not be named here: the
+        // legacy stream waits for it (and for every other blocking stream)
+        try {
+            stream = stream.usable_here();
+        } catch (...) {
+        }
         const Backend* backend = nullptr;
         try {
             backend = &memory_backend(stream.device().device_type);
@@ -144,7 +154,8 @@ Buffer::~Buffer() {
     }
     try {
         std::function<void()> work = std::move(give_back);
-        if (!memory_backend(release_stream_.device().device_type).defer_while_capturing(release_stream_, work)) {
+        const Stream release = release_stream_.usable_here();
+        if (!memory_backend(release.device().device_type).defer_while_capturing(release, work)) {
             work();
         }
     } catch (const std::exception& error) {

@@ -30,6 +30,8 @@ struct CudaRuntime {
     static constexpr DLDeviceType pinned_host_type = kDLCUDAHost;
     static constexpr bool has_managed_memory = true;
     static constexpr DLDeviceType managed_type = kDLCUDAManaged;
+    // kernels are launched with <<<>>> (src/gpu/launch_config.hpp)
+    static constexpr bool kernels_run_on_host = false;
 
     // ---- devices ----------------------------------------------------------
 
@@ -72,6 +74,37 @@ struct CudaRuntime {
     static void restore_device(int device) noexcept {
         MTSARRAY_CUDA_CHECK_NOTHROW(cudaSetDevice(device));
     }
+    /// Whether the primary context of `device` is active (the driver's
+    /// cuDevicePrimaryCtxGetState, reached through the runtime); true when
+    /// that can not be asked.
+    static bool device_active(int device) noexcept {
+        using GetState = int (*)(int, unsigned int*, int*);
+        static const GetState get_state = []() -> GetState {
+            void* function = nullptr;
+            cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+            const cudaError_t status = cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &function,
+                                                                        12000, cudaEnableDefault, &found);
+#else
+            const cudaError_t status =
+                cudaGetDriverEntryPoint("cuDevicePrimaryCtxGetState", &function, cudaEnableDefault, &found);
+#endif
+            if (status != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+                (void)cudaGetLastError();
+                return nullptr;
+            }
+            return reinterpret_cast<GetState>(function);
+        }();
+        if (get_state == nullptr) {
+            return true;
+        }
+        unsigned int flags = 0;
+        int active = 1;
+        if (get_state(device, &flags, &active) != 0) {
+            return true;
+        }
+        return active != 0;
+    }
 
     /// DLPack stream numbers for CUDA: 1 is the legacy default stream, 2 the
     /// per-thread default stream, anything above a cudaStream_t.
@@ -85,6 +118,15 @@ struct CudaRuntime {
         MTSARRAY_EXPECTS(stream.is_handle(), "stream number " + std::to_string(stream.number()) +
                                                  " does not name a CUDA stream");
         return static_cast<cudaStream_t>(stream.handle());
+    }
+
+    using CaptureMode = cudaStreamCaptureMode;
+    static constexpr CaptureMode relaxed_capture_mode = cudaStreamCaptureModeRelaxed;
+    /// Sets the calling thread's interaction mode with graph captures,
+    /// returns the previous one.
+    static CaptureMode exchange_capture_mode(CaptureMode mode) noexcept {
+        MTSARRAY_CUDA_CHECK_NOTHROW(cudaThreadExchangeStreamCaptureMode(&mode));
+        return mode;
     }
 
     struct CaptureState {

@@ -4,15 +4,20 @@
 // caller on a GPU stream:
 //  - after_event: hand memory back to its owner (a wrapped buffer's deleter,
 //    an imported DLPack tensor) once the work recorded before an event is
-//    done;
-//  - soon: calls that synchronise the device by themselves (freeing
-//    page-locked or managed memory);
+//    done; a wait that fails is retried later, never skipped: the memory
+//    may still be read by the device;
+//  - soon: calls that synchronise the device by themselves (allocating and
+//    freeing page-locked or managed memory);
 //  - after_capture: the free of a buffer whose stream is capturing a graph
 //    (a free queued during a capture would become a node of the graph), run
 //    once that stream has left capture mode.
 //
 // One thread per backend, started on first use and never joined: it only
 // touches this object (which lives as long as the program) and the runtime.
+// It runs in the Relaxed capture mode (capture_mode.hpp): its waits are for
+// events recorded outside any capture, and in the default mode they would
+// invalidate a Global-mode capture of another thread. Each wait runs with
+// the event's device current.
 // At exit the work still pending is dropped, not run: the owners' deleters
 // may belong to an interpreter that has already shut down.
 
@@ -27,6 +32,8 @@
 #include <utility>
 
 #include "base/stream.hpp"
+#include "gpu/capture_mode.hpp"
+#include "gpu/device_guard.hpp"
 #include "gpu/event_pool.hpp"
 
 namespace mtsarray::detail {
@@ -40,12 +47,13 @@ public:
     DeferredWork(const DeferredWork&) = delete;
     DeferredWork& operator=(const DeferredWork&) = delete;
 
-    /// Runs `work` once the event held by `event` (already recorded) has
-    /// completed. When this throws, `work` was not moved from.
-    void after_event(Lease&& event, std::function<void()>&& work) {
+    /// Runs `work` once the event held by `event` (already recorded, an
+    /// event of `device`) has completed. When this throws, `work` was not
+    /// moved from.
+    void after_event(int device, Lease&& event, std::function<void()>&& work) {
         std::lock_guard<std::mutex> lock(mutex_);
         start();
-        events_.emplace_back(EventWork{std::move(event), std::move(work)});
+        events_.emplace_back(EventWork{device, std::move(event), std::move(work)});
         wake_.notify_one();
     }
 
@@ -67,6 +75,7 @@ public:
 
 private:
     struct EventWork {
+        int device;
         Lease event;
         std::function<void()> work;
     };
@@ -94,6 +103,7 @@ private:
     }
 
     void run() noexcept {
+        RelaxedCaptureMode<Runtime> relaxed;
         std::unique_lock<std::mutex> lock(mutex_);
         while (true) {
             wake_.wait(lock, [&] { return !events_.empty() || !soon_.empty() || !captures_.empty(); });
@@ -110,13 +120,24 @@ private:
                 events_.pop_front();
                 lock.unlock();
                 // blocks this thread only, never a caller of mtsarray
+                bool done = false;
                 try {
+                    DeviceGuard<Runtime> guard(item.device);
                     Runtime::synchronize_event(item.event.get());
+                    done = true;
                 } catch (const std::exception& error) {
-                    std::fprintf(stderr, "mtsarray: waiting for a deferred release: %s\n", error.what());
+                    std::fprintf(stderr, "mtsarray: waiting for a deferred release (will retry): %s\n",
+                                 error.what());
                 }
-                run_reporting(item.work);
-                lock.lock();
+                if (done) {
+                    run_reporting(item.work);
+                    lock.lock();
+                } else {
+                    // the device may still read the memory: keep it, retry later
+                    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                    lock.lock();
+                    events_.push_back(std::move(item));
+                }
                 continue;
             }
             // only captures left: poll them, then sleep a little

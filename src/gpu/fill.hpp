@@ -15,7 +15,7 @@
 #include <string>
 
 #include "base/error.hpp"
-#include "gpu/kernel_language.hpp"
+#include "gpu/host_device.hpp"
 #include "gpu/launch_config.hpp"
 #include "gpu/vector_units.hpp"
 
@@ -26,8 +26,8 @@ namespace gpu {
 /// (device memory) with the element at `value` (host memory, read before
 /// returning) on `stream`. Throws Error for an element size that does not
 /// divide 16. The caller checks the launch with its runtime.
-template <class NativeStream>
-void launch_fill(NativeStream stream, void* data, uint64_t count, const void* value,
+template <class Runtime>
+void launch_fill(typename Runtime::StreamHandle stream, void* data, uint64_t count, const void* value,
                  size_t element_size);
 
 // ---- implementation -------------------------------------------------------
@@ -41,20 +41,16 @@ struct FillArguments {
     Unit16 body_pattern;  // `pattern` rotated by head_bytes
 };
 
-__device__ inline unsigned char pattern_byte(const Unit16& pattern, uint64_t offset) {
+MTSARRAY_HOST_DEVICE inline unsigned char pattern_byte(const Unit16& pattern, uint64_t offset) {
     unsigned index = static_cast<unsigned>(offset % 16);
     uint64_t word = index < 8 ? pattern.low : pattern.high;
     return static_cast<unsigned char>(word >> (8 * (index % 8)));
 }
 
-// A template (on the body's store unit) so that every translation unit that
-// includes this header shares one definition of the kernel.
+/// What thread `thread` of `threads` writes.
 template <class BodyUnit>
-__global__ void __launch_bounds__(threads_per_block) fill_kernel(FillArguments arguments) {
+MTSARRAY_HOST_DEVICE inline void fill_thread(const FillArguments& arguments, uint64_t thread, uint64_t thread_count) {
     static_assert(sizeof(BodyUnit) == 16, "the body pattern is 16 bytes");
-    const uint64_t thread = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    const uint64_t thread_count = uint64_t(gridDim.x) * blockDim.x;
-
     BodyUnit* body = reinterpret_cast<BodyUnit*>(arguments.data + arguments.head_bytes);
     for (uint64_t i = thread; i < arguments.body_units; i += thread_count) {
         body[i] = arguments.body_pattern;
@@ -71,14 +67,24 @@ __global__ void __launch_bounds__(threads_per_block) fill_kernel(FillArguments a
     }
 }
 
+#if MTSARRAY_DEVICE_COMPILER
+// A template (on the body's store unit) so that every translation unit that
+// includes this header shares one definition of the kernel.
+template <class BodyUnit>
+__global__ void __launch_bounds__(threads_per_block) fill_kernel(FillArguments arguments) {
+    fill_thread<BodyUnit>(arguments, uint64_t(blockIdx.x) * blockDim.x + threadIdx.x,
+                          uint64_t(gridDim.x) * blockDim.x);
+}
+#endif
+
 inline Unit16 make_unit16(const unsigned char (&bytes)[16]) {
     Unit16 unit;
     std::memcpy(&unit, bytes, sizeof(unit));
     return unit;
 }
 
-template <class NativeStream>
-void launch_fill(NativeStream stream, void* data, uint64_t count, const void* value,
+template <class Runtime>
+void launch_fill(typename Runtime::StreamHandle stream, void* data, uint64_t count, const void* value,
                  size_t element_size) {
     MTSARRAY_EXPECTS(element_size != 0 && element_size <= 16 && 16 % element_size == 0,
                      "fill: unsupported element size " + std::to_string(element_size) +
@@ -110,8 +116,19 @@ void launch_fill(NativeStream stream, void* data, uint64_t count, const void* va
 
     // The ragged ends need at least 15 threads even when the body is empty.
     const uint64_t threads = arguments.body_units > 16 ? arguments.body_units : 16;
-    fill_kernel<Unit16><<<grid_size(threads, threads_per_block), threads_per_block, 0, stream>>>(
-        arguments);
+    const GridShape shape{grid_size(threads, threads_per_block), threads_per_block};
+    if constexpr (Runtime::kernels_run_on_host) {
+        Runtime::run_grid(
+            stream, shape,
+            [arguments](const GridThread& thread) { fill_thread<Unit16>(arguments, thread.global(), thread.count()); },
+            {arguments.data});
+    } else {
+#if MTSARRAY_DEVICE_COMPILER
+        fill_kernel<Unit16><<<shape.blocks, shape.block_x, 0, stream>>>(arguments);
+#else
+        static_assert(Runtime::kernels_run_on_host, "GPU kernels need nvcc or hipcc");
+#endif
+    }
 }
 
 }  // namespace gpu

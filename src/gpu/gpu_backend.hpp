@@ -1,8 +1,10 @@
 #pragma once
 // GpuBackend<Runtime>: the Backend of backend.hpp for a GPU runtime, written
 // once for CUDA and HIP. Every runtime call goes through the `Runtime`
-// traits (src/cuda/cuda_runtime.hpp, src/hip/hip_runtime.hpp); this file and
-// the kernels it launches make none themselves.
+// traits (src/cuda/cuda_runtime.hpp, src/hip/hip_runtime.hpp, and the tests'
+// simulated runtime, tests/support/simulated_runtime.hpp, which runs the
+// kernels' per-thread bodies on the host); this file and the kernels it
+// launches make none themselves.
 //
 // The traits a runtime provides (all static; "throws" means Error, or
 // OutOfMemory for allocations, carrying the runtime's error name and string):
@@ -17,6 +19,8 @@
 //   static constexpr DLDeviceType pinned_host_type;  // kDLCUDAHost / kDLROCMHost
 //   static constexpr bool has_managed_memory;        // kDLCUDAManaged exists
 //   static constexpr DLDeviceType managed_type;      // read only if it does
+//   static constexpr bool kernels_run_on_host;  // false: <<<>>> launches; true:
+//                                               // run_grid (launch_config.hpp)
 //
 //   struct DeviceCount { int count; std::string failure; };
 //   static DeviceCount probe_devices() noexcept;  // failure: why count is 0
@@ -55,6 +59,9 @@
 //   static void synchronize_stream(StreamHandle);
 //   static void synchronize_device();                     // the current device
 //
+//   using CaptureMode = ...;  // and exchange_capture_mode, relaxed_capture_mode:
+//                             // see capture_mode.hpp
+//
 // Stream semantics: every operation runs on the stream it is given under a
 // DeviceGuard for that stream's device (the legacy and per-thread default
 // streams name a different stream on each device) and returns without
@@ -82,6 +89,7 @@
 #include "base/device.hpp"
 #include "base/error.hpp"
 #include "base/fault_injection.hpp"
+#include "gpu/capture_mode.hpp"
 #include "gpu/deferred_work.hpp"
 #include "gpu/device_guard.hpp"
 #include "gpu/event_pool.hpp"
@@ -159,7 +167,7 @@ public:
                     return;
                 }
                 DeviceGuard<Runtime> guard(device.device_id);
-                Runtime::free_async(data, Runtime::native_stream(stream));
+                Runtime::free_async(data, Runtime::native_stream(stream.usable_here()));
                 return;
             }
             // Freeing page-locked or managed memory synchronises the device:
@@ -168,10 +176,10 @@ public:
             const bool pinned = device.device_type == Runtime::pinned_host_type;
             const int device_id = device.device_id;
             deferred_.soon([data, pinned, device_id]() {
+                DeviceGuard<Runtime> guard(device_id);
                 if (pinned) {
                     Runtime::free_pinned(data);
                 } else {
-                    DeviceGuard<Runtime> guard(device_id);
                     Runtime::free_managed(data);
                 }
             });
@@ -214,7 +222,7 @@ public:
             Runtime::memset_async(data, bytes[0], count * element_size, handle);
             return;
         }
-        launch_fill(handle, data, count, value, element_size);
+        launch_fill<Runtime>(handle, data, count, value, element_size);
         MTSARRAY_CHECK_LAUNCH(Errors, "fill");
     }
 
@@ -268,7 +276,7 @@ public:
             // keeps each slice in its kernel node, for every replay.
             for (uint64_t first = 0; first < summary.entries; first += inline_move_table_capacity) {
                 arguments.entry_count = std::min<uint64_t>(inline_move_table_capacity, summary.entries - first);
-                launch_move_data(handle, arguments, storage.data() + first, width);
+                launch_move_data<Runtime>(handle, arguments, storage.data() + first, width);
                 MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
             }
             return;
@@ -283,7 +291,7 @@ public:
         StreamOrderedFree table_owner(table, handle);
         Runtime::copy_host_to_device_async(table, storage.data(), table_bytes, handle);
         storage.release_after(handle);
-        launch_move_data_with_device_table(handle, arguments, static_cast<const MoveTableEntry*>(table), width);
+        launch_move_data_with_device_table<Runtime>(handle, arguments, static_cast<const MoveTableEntry*>(table), width);
         MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
     }
 
@@ -300,7 +308,7 @@ public:
                                                  handle);
             return;
         }
-        launch_strided_copy(handle, plan, source.data, destination);
+        launch_strided_copy<Runtime>(handle, plan, source.data, destination);
         MTSARRAY_CHECK_LAUNCH(Errors, "strided_copy");
     }
 
@@ -332,8 +340,29 @@ public:
             staging.release_after(std::move(lease), handle);
             return;
         }
+        // the caller may reuse its buffer on return: only waiting is left
+        // (copy_from_host_keeping never waits)
         Runtime::copy_host_to_device_async(destination, host_source, bytes, handle);
         Runtime::synchronize_stream(handle);
+    }
+
+    void copy_from_host_keeping(const Stream& stream, void* destination, const void* host_source, size_t bytes,
+                                std::shared_ptr<const void> source_owner, bool source_page_locked) const override {
+        if (!source_page_locked && bytes <= staged_copy_limit) {
+            copy_from_host(stream, destination, host_source, bytes);  // staged, the source is free at once
+            return;
+        }
+        const StreamHandle handle = device_stream(stream, "copy_from_host");
+        fault_injection::check("copy_from_host");
+        if (bytes == 0) {
+            return;
+        }
+        DeviceGuard<Runtime> guard(stream.device().device_id);
+        // read straight from the source (page-locked memory needs no
+        // staging; a large pageable source is not copied twice), which stays
+        // alive until the copy ran: no wait
+        Runtime::copy_host_to_device_async(destination, host_source, bytes, handle);
+        release_after(stream, [owner = std::move(source_owner)]() mutable { owner.reset(); });
     }
 
     void copy_peer(const Stream& stream, void* destination, DLDevice destination_device, const void* source,
@@ -442,28 +471,39 @@ public:
         }
         auto event = device_state(device).events.acquire();
         Runtime::record_event(event.get(), handle);
-        if (Runtime::event_done(event.get())) {
+        bool done = false;
+        {
+            RelaxedCaptureMode<Runtime> relaxed;  // the event is outside any capture
+            done = Runtime::event_done(event.get());
+        }
+        if (done) {
             auto now = std::move(release);
             now();
             return;
         }
-        deferred_.after_event(std::move(event), std::move(release));
+        deferred_.after_event(device, std::move(event), std::move(release));
     }
 
     bool defer_while_capturing(const Stream& stream, std::function<void()>& work) const override {
         if (stream.is_none() || stream.device().device_type != Runtime::device_type) {
             return false;
         }
-        const StreamHandle handle = Runtime::native_stream(stream);
-        DeviceGuard<Runtime> guard(stream.device().device_id);
-        if (!Runtime::capture_state(handle).active) {
+        const int device = stream.device().device_id;
+        DeviceGuard<Runtime> guard(device);
+        const StreamHandle handle = Runtime::native_stream(stream.usable_here());
+        if (!capturing(handle)) {
             return false;
         }
-        const int device = stream.device().device_id;
+        // The deferred thread can not name this thread's per-thread stream
+        // (stream 2 is resolved per calling thread): it polls the legacy
+        // stream, which reports a capture on any blocking stream of the
+        // device, the per-thread ones included.
+        const StreamHandle poll =
+            stream.is_per_thread() ? Runtime::native_stream(Stream::default_for(stream.device())) : handle;
         deferred_.after_capture(
-            [handle, device]() {
+            [poll, device]() {
                 DeviceGuard<Runtime> guard(device);
-                return Runtime::capture_state(handle).active;
+                return capturing(poll);
             },
             std::move(work));
         return true;
@@ -496,10 +536,11 @@ private:
     /// State shared by all threads working on one device.
     class DeviceState {
     public:
-        explicit DeviceState(int device) : device_(device) {}
+        DeviceState(int device, DeferredWork<Runtime>& deferred)
+            : events(), staging(device, deferred, events), device_(device) {}
 
-        PinnedStagingPool<Runtime> staging;
         EventPool<Runtime> events;
+        PinnedStagingPool<Runtime> staging;
 
         /// mtsarray's memory pool of this device, created on first use
         /// (the caller has made the device current).
@@ -625,7 +666,24 @@ private:
         MTSARRAY_EXPECTS(stream.device().device_type == Runtime::device_type && !stream.is_none(),
                          std::string(operation) + ": the " + Runtime::name + " backend only computes on " +
                              device_type_name(Runtime::device_type) + " streams, got " + stream.describe());
+        // the runtime resolves stream 2 to the calling thread's stream
+        MTSARRAY_EXPECTS(stream.belongs_to_this_thread(),
+                         std::string(operation) + ": " + stream.describe() +
+                             " is the per-thread default stream of another thread, which this thread can not "
+                             "queue work on; give arrays shared between threads a stream handle (> 2) or the "
+                             "legacy default stream (1)");
         return Runtime::native_stream(stream);
+    }
+
+    /// Whether `stream` is capturing a graph; an error counts as capturing
+    /// (the legacy stream reports one while a blocking stream of its device
+    /// captures).
+    static bool capturing(StreamHandle stream) {
+        try {
+            return Runtime::capture_state(stream).active;
+        } catch (const Error&) {
+            return true;
+        }
     }
 
     /// Record/wait pairs are legal between streams outside any capture, or
@@ -660,7 +718,7 @@ private:
             devices_ = Runtime::probe_devices();
             try {
                 for (int device = 0; device < devices_.count; device++) {
-                    states_.push_back(std::make_unique<DeviceState>(device));
+                    states_.push_back(std::make_unique<DeviceState>(device, deferred_));
                 }
             } catch (...) {
                 states_.clear();

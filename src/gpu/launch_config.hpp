@@ -3,6 +3,20 @@
 // rather than device queries because src/gpu makes no runtime calls; every
 // kernel loops grid-stride, so the grid cap only bounds the launch, never the
 // amount of work.
+//
+// How a kernel is launched. Under a device compiler, a launcher queues its
+// `__global__` wrapper with `<<<>>>` (CUDA, HIP). A runtime whose traits say
+// `kernels_run_on_host` (the simulated runtime of the tests) is instead
+// handed the grid's shape and the kernel's per-thread body, written
+// MTSARRAY_HOST_DEVICE and shared with the wrapper:
+//
+//   template <class Body>
+//   static void run_grid(StreamHandle, const GridShape&, Body body,
+//                        std::initializer_list<const void*> touched);
+//
+// which queues `body(GridThread)` for every thread of the grid on the stream
+// (`touched`: the memory the kernel reads or writes, for the runtime's
+// checks). Either way the launch is checked with MTSARRAY_CHECK_LAUNCH.
 
 #include <cstdint>
 
@@ -24,6 +38,28 @@ constexpr uint64_t max_blocks = uint64_t(1) << 16;
 constexpr uint64_t ceil_div(uint64_t numerator, uint64_t denominator) {
     return (numerator + denominator - 1) / denominator;
 }
+
+/// The shape of a launch: one-dimensional grids of one- or two-dimensional
+/// blocks.
+struct GridShape {
+    unsigned blocks;
+    unsigned block_x;
+    unsigned block_y = 1;
+};
+
+/// One thread of a launch, as the kernel wrappers see it through blockIdx,
+/// threadIdx, gridDim and blockDim.
+struct GridThread {
+    unsigned block;
+    unsigned x;
+    unsigned y;
+    GridShape shape;
+
+    /// Index among all threads of the grid (one-dimensional blocks).
+    MTSARRAY_HOST_DEVICE uint64_t global() const { return uint64_t(block) * shape.block_x + x; }
+    /// Threads in the grid (one-dimensional blocks).
+    MTSARRAY_HOST_DEVICE uint64_t count() const { return uint64_t(shape.blocks) * shape.block_x; }
+};
 
 /// Blocks for `work_units` units of which one block handles `units_per_block`
 /// per grid-stride step: at least one, at most max_blocks.

@@ -6,11 +6,17 @@
 // A copy from page-locked memory is truly asynchronous, so the host must not
 // rewrite a buffer before the copy that reads it has run. Each buffer
 // carries an event recorded after its last copy; `acquire` only hands out a
-// buffer whose event has completed (queried, never waited on) and otherwise
-// allocates a new one. The host therefore never blocks on the device here,
-// and the pool grows to the number of uploads in flight, trimming idle
-// buffers beyond `retained_bytes_limit`. Written against the runtime traits
-// of gpu_backend.hpp; thread-safe; one pool per device (the events belong to
+// buffer whose event has completed (queried, never waited on, in the
+// Relaxed capture mode).
+//
+// Allocating and freeing page-locked memory synchronise the device: they
+// never happen on the caller's thread. When no buffer is free (the pool is
+// cold, or every buffer is still read by a copy in flight), `acquire`
+// hands out plain host memory for this once (released in stream order, like
+// a buffer) and asks the deferred-work thread to add a page-locked buffer to
+// the pool; idle buffers beyond `retained_bytes_limit` are freed there too,
+// never with the pool's lock held. Written against the runtime traits of
+// gpu_backend.hpp; thread-safe; one pool per device (the events belong to
 // one device, the caller makes it current).
 
 #include <cstddef>
@@ -18,6 +24,11 @@
 #include <mutex>
 #include <utility>
 #include <vector>
+
+#include "gpu/capture_mode.hpp"
+#include "gpu/deferred_work.hpp"
+#include "gpu/device_guard.hpp"
+#include "gpu/event_pool.hpp"
 
 namespace mtsarray::detail {
 namespace gpu {
@@ -57,7 +68,9 @@ public:
         Buffer* buffer_;
     };
 
-    PinnedStagingPool() = default;
+    /// `device`: the pool's device; `deferred` and `events` outlive the pool.
+    PinnedStagingPool(int device, DeferredWork<Runtime>& deferred, EventPool<Runtime>& events)
+        : device_(device), deferred_(deferred), events_(events) {}
     PinnedStagingPool(const PinnedStagingPool&) = delete;
     PinnedStagingPool& operator=(const PinnedStagingPool&) = delete;
     ~PinnedStagingPool() {
@@ -66,17 +79,21 @@ public:
         }
     }
 
-    /// A buffer of at least `bytes` bytes that no queued copy still reads.
-    /// Throws OutOfMemory (from the runtime) when a new buffer is needed and
-    /// can not be allocated.
+    /// A buffer of at least `bytes` bytes that no queued copy still reads:
+    /// page-locked, or plain host memory when no page-locked buffer is free
+    /// (then one is added in the background).
     Lease acquire(size_t bytes) {
+        size_t capacity = min_buffer_bytes;
+        while (capacity < bytes) {
+            capacity *= 2;
+        }
         {
             std::lock_guard<std::mutex> lock(mutex_);
+            RelaxedCaptureMode<Runtime> relaxed;
             Buffer* best = nullptr;
             for (auto& buffer : buffers_) {
-                if (!buffer->leased && buffer->capacity >= bytes &&
-                    (best == nullptr || buffer->capacity < best->capacity) &&
-                    Runtime::event_done(buffer->event)) {
+                if (!buffer->leased && !buffer->retired && buffer->capacity >= bytes &&
+                    (best == nullptr || buffer->capacity < best->capacity) && Runtime::event_done(buffer->event)) {
                     best = buffer.get();
                 }
             }
@@ -84,29 +101,16 @@ public:
                 best->leased = true;
                 return Lease(this, best);
             }
+            // no page-locking on the caller's thread: the pool grows in the
+            // background, this upload goes through plain host memory
+            grow_later(capacity);
         }
-
-        // Allocate outside the lock: page-locking memory is slow.
-        size_t capacity = min_buffer_bytes;
-        while (capacity < bytes) {
-            capacity *= 2;
-        }
-        auto buffer = std::make_unique<Buffer>();
-        buffer->capacity = capacity;
-        buffer->event = Runtime::create_event();
-        try {
-            buffer->data = Runtime::allocate_pinned(capacity);
-        } catch (...) {
-            Runtime::destroy_event(buffer->event);
-            throw;
-        }
-        buffer->leased = true;
-
-        std::lock_guard<std::mutex> lock(mutex_);
-        trim_for(capacity);
-        retained_bytes_ += capacity;
-        buffers_.push_back(std::move(buffer));
-        return Lease(this, buffers_.back().get());
+        auto overflow = std::make_unique<Buffer>();
+        overflow->capacity = capacity;
+        overflow->host.reset(new unsigned char[capacity]);
+        overflow->data = overflow->host.get();
+        overflow->leased = true;
+        return Lease(this, overflow.release());
     }
 
     /// Returns the buffer; it is reused once the work queued on `stream` so
@@ -115,6 +119,15 @@ public:
     void release_after(Lease&& lease, StreamHandle stream) {
         Buffer* buffer = lease.buffer_;
         lease.pool_ = nullptr;
+        if (buffer->host != nullptr) {
+            // plain host memory: freed by the deferred thread once the copy ran
+            std::unique_ptr<Buffer> owned(buffer);
+            auto event = events_.acquire();
+            Runtime::record_event(event.get(), stream);
+            std::shared_ptr<Buffer> shared(std::move(owned));
+            deferred_.after_event(device_, std::move(event), [shared]() {});
+            return;
+        }
         try {
             Runtime::record_event(buffer->event, stream);
         } catch (...) {
@@ -132,26 +145,84 @@ private:
         Event event{};
         bool leased = false;
         bool retired = false;  // never reused nor freed: a copy may still read it
+        std::unique_ptr<unsigned char[]> host;  // plain host memory, not in the pool
     };
 
     void give_back(Buffer* buffer) noexcept {
+        if (buffer->host != nullptr) {
+            delete buffer;  // returned unused
+            return;
+        }
         std::lock_guard<std::mutex> lock(mutex_);
         buffer->leased = false;
     }
 
-    /// Frees idle, completed buffers until `incoming` more bytes fit in
-    /// retained_bytes_limit (or nothing else can go). Called with the lock.
-    void trim_for(size_t incoming) {
+    /// A page-locked buffer with its event (the caller made the device current).
+    static std::unique_ptr<Buffer> make_buffer(size_t capacity) {
+        auto buffer = std::make_unique<Buffer>();
+        buffer->capacity = capacity;
+        buffer->event = Runtime::create_event();
+        try {
+            buffer->data = Runtime::allocate_pinned(capacity);
+        } catch (...) {
+            Runtime::destroy_event(buffer->event);
+            throw;
+        }
+        return buffer;
+    }
+
+    /// Adds a buffer of `capacity` bytes from the deferred-work thread (at
+    /// most two on the way). Called with the lock.
+    void grow_later(size_t capacity) {
+        if (growing_ >= 2) {
+            return;
+        }
+        growing_++;
+        try {
+            deferred_.soon([this, capacity]() {
+                std::unique_ptr<Buffer> buffer;
+                try {
+                    DeviceGuard<Runtime> guard(device_);
+                    buffer = make_buffer(capacity);
+                } catch (...) {
+                    std::lock_guard<std::mutex> lock(mutex_);
+                    growing_--;
+                    throw;
+                }
+                std::vector<std::unique_ptr<Buffer>> idle;
+                {
+                    std::lock_guard<std::mutex> lock(mutex_);
+                    growing_--;
+                    idle = trim_for(capacity);
+                    retained_bytes_ += capacity;
+                    buffers_.push_back(std::move(buffer));
+                }
+                for (auto& old : idle) {
+                    release_buffer(*old);  // on this (deferred) thread, without the lock
+                }
+            });
+        } catch (...) {
+            growing_--;  // no room to ask: the next shortage asks again
+        }
+    }
+
+    /// Takes idle, completed buffers out of the pool until `incoming` more
+    /// bytes fit in retained_bytes_limit (or nothing else can go); the
+    /// caller frees them without the lock. Called with the lock.
+    std::vector<std::unique_ptr<Buffer>> trim_for(size_t incoming) {
+        RelaxedCaptureMode<Runtime> relaxed;
+        std::vector<std::unique_ptr<Buffer>> idle;
         for (size_t i = 0; i < buffers_.size() && retained_bytes_ + incoming > retained_bytes_limit;) {
             Buffer& buffer = *buffers_[i];
             if (!buffer.leased && !buffer.retired && Runtime::event_done(buffer.event)) {
                 retained_bytes_ -= buffer.capacity;
-                release_buffer(buffer);
+                idle.push_back(std::move(buffers_[i]));
                 buffers_.erase(buffers_.begin() + static_cast<std::ptrdiff_t>(i));
             } else {
                 i++;
             }
         }
+        return idle;
     }
 
     static void release_buffer(Buffer& buffer) noexcept {
@@ -162,9 +233,13 @@ private:
         Runtime::destroy_event(buffer.event);
     }
 
+    int device_;
+    DeferredWork<Runtime>& deferred_;
+    EventPool<Runtime>& events_;
     std::mutex mutex_;
     std::vector<std::unique_ptr<Buffer>> buffers_;
     size_t retained_bytes_ = 0;
+    int growing_ = 0;  // buffers the deferred thread is allocating
 };
 
 }  // namespace gpu

@@ -22,7 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "gpu/kernel_language.hpp"
+#include "gpu/host_device.hpp"
 #include "gpu/launch_config.hpp"
 #include "gpu/strided_copy_plan.hpp"
 #include "gpu/vector_units.hpp"
@@ -32,8 +32,8 @@ namespace gpu {
 
 /// Queues the copy described by `plan` (kind transpose or general) from
 /// `source` to `destination`, both device memory of one device, on `stream`.
-template <class NativeStream>
-void launch_strided_copy(NativeStream stream, const StridedCopyPlan& plan, const void* source,
+template <class Runtime>
+void launch_strided_copy(typename Runtime::StreamHandle stream, const StridedCopyPlan& plan, const void* source,
                          void* destination);
 
 // ---- implementation -------------------------------------------------------
@@ -68,20 +68,19 @@ static_assert(sizeof(TransposeArguments<max_strided_rank>) <= 4096 &&
 
 constexpr unsigned transpose_block_rows = threads_per_block / transpose_tile;
 
+/// The units thread `first` of a grid of `step` threads copies.
 template <size_t Width, class Index, size_t Rank>
-__global__ void __launch_bounds__(threads_per_block)
-    general_copy_kernel(GeneralCopyArguments<Rank> arguments) {
+MTSARRAY_HOST_DEVICE inline void general_copy_thread(const GeneralCopyArguments<Rank>& arguments, Index first,
+                                                     Index step) {
     using Unit = unit_t<Width>;
     const Unit* source = reinterpret_cast<const Unit*>(arguments.source);
     Unit* destination = reinterpret_cast<Unit*>(arguments.destination);
     const Index total = static_cast<Index>(arguments.total_units);
-    const Index step = static_cast<Index>(gridDim.x) * threads_per_block;
 
-    for (Index index = static_cast<Index>(blockIdx.x) * threads_per_block + threadIdx.x;
-         index < total; index += step) {
+    for (Index index = first; index < total; index += step) {
         Index rest = index;
         int64_t offset = 0;
-#pragma unroll
+MTSARRAY_UNROLL
         for (uint32_t axis = 0; axis < Rank; axis++) {
             if (axis < arguments.rank) {
                 const Index size = static_cast<Index>(arguments.shape[axis]);
@@ -92,6 +91,70 @@ __global__ void __launch_bounds__(threads_per_block)
         }
         destination[index] = source[offset];
     }
+}
+
+/// Where tile `tile_index` starts: its first unit along `a` and `b`, and the
+/// offsets of its batch in the input and the output.
+struct TileOrigin {
+    uint64_t a0;
+    uint64_t b0;
+    int64_t input_base;
+    uint64_t output_base;
+};
+
+template <size_t Rank>
+MTSARRAY_HOST_DEVICE inline TileOrigin transpose_tile_origin(const TransposeArguments<Rank>& arguments,
+                                                             uint64_t tile_index) {
+    // b tiles vary fastest: neighbouring blocks write neighbouring output.
+    const uint64_t b_tile = tile_index % arguments.b_tiles;
+    const uint64_t rest = tile_index / arguments.b_tiles;
+    const uint64_t a_tile = rest % arguments.a_tiles;
+    uint64_t batch = rest / arguments.a_tiles;
+
+    TileOrigin origin{a_tile * transpose_tile, b_tile * transpose_tile, 0, 0};
+MTSARRAY_UNROLL
+    for (uint32_t axis = 0; axis < Rank; axis++) {
+        if (axis < arguments.batch_rank) {
+            const uint64_t coordinate = batch % arguments.batch_shape[axis];
+            batch /= arguments.batch_shape[axis];
+            origin.input_base += static_cast<int64_t>(coordinate) * arguments.batch_input_strides[axis];
+            origin.output_base += coordinate * arguments.batch_output_strides[axis];
+        }
+    }
+    return origin;
+}
+
+/// The transpose as thread (x, y) of block `block` (of `blocks`) does it,
+/// without the shared-memory tile: each thread writes the units it writes in
+/// the kernel's second phase, reading them straight from the input. For
+/// runtimes whose kernels run on the host, where the tile buys nothing.
+template <size_t Width, size_t Rank>
+MTSARRAY_HOST_DEVICE inline void transpose_thread(const TransposeArguments<Rank>& arguments, uint64_t block,
+                                                  uint64_t blocks, unsigned x, unsigned y) {
+    using Unit = unit_t<Width>;
+    const Unit* source = reinterpret_cast<const Unit*>(arguments.source);
+    Unit* destination = reinterpret_cast<Unit*>(arguments.destination);
+    for (uint64_t tile_index = block; tile_index < arguments.total_tiles; tile_index += blocks) {
+        const TileOrigin origin = transpose_tile_origin(arguments, tile_index);
+        for (unsigned row = y; row < transpose_tile; row += transpose_block_rows) {
+            const uint64_t a = origin.a0 + row;
+            const uint64_t b = origin.b0 + x;
+            if (a < arguments.a_size && b < arguments.b_size) {
+                destination[origin.output_base + a * arguments.a_output_stride + b] =
+                    source[origin.input_base + static_cast<int64_t>(a) +
+                           static_cast<int64_t>(b) * arguments.b_input_stride];
+            }
+        }
+    }
+}
+
+#if MTSARRAY_DEVICE_COMPILER
+template <size_t Width, class Index, size_t Rank>
+__global__ void __launch_bounds__(threads_per_block)
+    general_copy_kernel(GeneralCopyArguments<Rank> arguments) {
+    general_copy_thread<Width, Index, Rank>(arguments,
+                                            static_cast<Index>(blockIdx.x) * threads_per_block + threadIdx.x,
+                                            static_cast<Index>(gridDim.x) * threads_per_block);
 }
 
 template <size_t Width, size_t Rank>
@@ -107,48 +170,31 @@ __global__ void __launch_bounds__(threads_per_block)
 
     for (uint64_t tile_index = blockIdx.x; tile_index < arguments.total_tiles;
          tile_index += gridDim.x) {
-        // b tiles vary fastest: neighbouring blocks write neighbouring output.
-        const uint64_t b_tile = tile_index % arguments.b_tiles;
-        const uint64_t rest = tile_index / arguments.b_tiles;
-        const uint64_t a_tile = rest % arguments.a_tiles;
-        uint64_t batch = rest / arguments.a_tiles;
-
-        int64_t input_base = 0;
-        uint64_t output_base = 0;
-#pragma unroll
-        for (uint32_t axis = 0; axis < Rank; axis++) {
-            if (axis < arguments.batch_rank) {
-                const uint64_t coordinate = batch % arguments.batch_shape[axis];
-                batch /= arguments.batch_shape[axis];
-                input_base += static_cast<int64_t>(coordinate) * arguments.batch_input_strides[axis];
-                output_base += coordinate * arguments.batch_output_strides[axis];
-            }
-        }
-        const uint64_t a0 = a_tile * transpose_tile;
-        const uint64_t b0 = b_tile * transpose_tile;
+        const TileOrigin origin = transpose_tile_origin(arguments, tile_index);
 
         // Read: x along a (input stride 1).
         for (unsigned row = y; row < transpose_tile; row += transpose_block_rows) {
-            const uint64_t a = a0 + x;
-            const uint64_t b = b0 + row;
+            const uint64_t a = origin.a0 + x;
+            const uint64_t b = origin.b0 + row;
             if (a < arguments.a_size && b < arguments.b_size) {
-                tile[row][x] = source[input_base + static_cast<int64_t>(a) +
+                tile[row][x] = source[origin.input_base + static_cast<int64_t>(a) +
                                       static_cast<int64_t>(b) * arguments.b_input_stride];
             }
         }
         __syncthreads();
         // Write: x along b (output stride 1).
         for (unsigned row = y; row < transpose_tile; row += transpose_block_rows) {
-            const uint64_t a = a0 + row;
-            const uint64_t b = b0 + x;
+            const uint64_t a = origin.a0 + row;
+            const uint64_t b = origin.b0 + x;
             if (a < arguments.a_size && b < arguments.b_size) {
-                destination[output_base + a * arguments.a_output_stride + b] = tile[x][row];
+                destination[origin.output_base + a * arguments.a_output_stride + b] = tile[x][row];
             }
         }
         // The next tile overwrites `tile`.
         __syncthreads();
     }
 }
+#endif
 
 template <size_t Rank>
 TransposeArguments<Rank> make_transpose_arguments(const StridedCopyPlan& plan, const void* source,
@@ -201,46 +247,78 @@ GeneralCopyArguments<Rank> make_general_arguments(const StridedCopyPlan& plan, c
     return arguments;
 }
 
-template <size_t Rank, class NativeStream>
-void launch_strided_copy_of_rank(NativeStream stream, const StridedCopyPlan& plan, const void* source,
-                                 void* destination) {
+template <size_t Rank, class Runtime>
+void launch_strided_copy_of_rank(typename Runtime::StreamHandle stream, const StridedCopyPlan& plan,
+                                 const void* source, void* destination) {
     if (plan.kind == StridedCopyPlan::Kind::transpose) {
         const auto arguments = make_transpose_arguments<Rank>(plan, source, destination);
-        const dim3 block(transpose_tile, transpose_block_rows);
-        const unsigned grid = grid_size(arguments.total_tiles, 1);
+        const GridShape shape{grid_size(arguments.total_tiles, 1), transpose_tile, transpose_block_rows};
         with_unit_width(plan.unit_width, [&](auto width_constant) {
             constexpr size_t Width = decltype(width_constant)::value;
-            transpose_kernel<Width, Rank><<<grid, block, 0, stream>>>(arguments);
+            if constexpr (Runtime::kernels_run_on_host) {
+                Runtime::run_grid(
+                    stream, shape,
+                    [arguments](const GridThread& thread) {
+                        transpose_thread<Width, Rank>(arguments, thread.block, thread.shape.blocks, thread.x,
+                                                      thread.y);
+                    },
+                    {arguments.source, arguments.destination});
+            } else {
+#if MTSARRAY_DEVICE_COMPILER
+                const dim3 block(shape.block_x, shape.block_y);
+                transpose_kernel<Width, Rank><<<shape.blocks, block, 0, stream>>>(arguments);
+#else
+                static_assert(Runtime::kernels_run_on_host, "GPU kernels need nvcc or hipcc");
+#endif
+            }
         });
         return;
     }
 
     const auto arguments = make_general_arguments<Rank>(plan, source, destination);
-    const unsigned grid = grid_size(arguments.total_units, threads_per_block);
+    const GridShape shape{grid_size(arguments.total_units, threads_per_block), threads_per_block};
     // 32-bit indices halve the cost of the per-axis divisions; the grid
     // stride must not overflow them either.
     const uint64_t index_limit = uint64_t(1) << 32;
-    const bool narrow = arguments.total_units + uint64_t(grid) * threads_per_block < index_limit;
+    const bool narrow = arguments.total_units + uint64_t(shape.blocks) * threads_per_block < index_limit;
     with_unit_width(plan.unit_width, [&](auto width_constant) {
         constexpr size_t Width = decltype(width_constant)::value;
-        if (narrow) {
-            general_copy_kernel<Width, uint32_t, Rank><<<grid, threads_per_block, 0, stream>>>(arguments);
+        if constexpr (Runtime::kernels_run_on_host) {
+            Runtime::run_grid(
+                stream, shape,
+                [arguments, narrow](const GridThread& thread) {
+                    if (narrow) {
+                        general_copy_thread<Width, uint32_t, Rank>(arguments, static_cast<uint32_t>(thread.global()),
+                                                                   static_cast<uint32_t>(thread.count()));
+                    } else {
+                        general_copy_thread<Width, uint64_t, Rank>(arguments, thread.global(), thread.count());
+                    }
+                },
+                {arguments.source, arguments.destination});
         } else {
-            general_copy_kernel<Width, uint64_t, Rank><<<grid, threads_per_block, 0, stream>>>(arguments);
+#if MTSARRAY_DEVICE_COMPILER
+            if (narrow) {
+                general_copy_kernel<Width, uint32_t, Rank><<<shape.blocks, threads_per_block, 0, stream>>>(arguments);
+            } else {
+                general_copy_kernel<Width, uint64_t, Rank><<<shape.blocks, threads_per_block, 0, stream>>>(arguments);
+            }
+#else
+            static_assert(Runtime::kernels_run_on_host, "GPU kernels need nvcc or hipcc");
+#endif
         }
     });
 }
 
-template <class NativeStream>
-void launch_strided_copy(NativeStream stream, const StridedCopyPlan& plan, const void* source,
+template <class Runtime>
+void launch_strided_copy(typename Runtime::StreamHandle stream, const StridedCopyPlan& plan, const void* source,
                          void* destination) {
     MTSARRAY_EXPECTS(plan.kind == StridedCopyPlan::Kind::transpose ||
                          plan.kind == StridedCopyPlan::Kind::general,
                      "strided_copy: the kernels only run transpose and general plans");
     if (plan.shape.size() <= unrolled_strided_rank) {
-        launch_strided_copy_of_rank<unrolled_strided_rank>(stream, plan, source, destination);
+        launch_strided_copy_of_rank<unrolled_strided_rank, Runtime>(stream, plan, source, destination);
     } else {
-        launch_strided_copy_of_rank<max_strided_rank>(stream, plan, source, destination);
+        launch_strided_copy_of_rank<max_strided_rank, Runtime>(stream, plan, source, destination);
     }
 }
 

@@ -39,6 +39,8 @@ struct HipRuntime {
     // never serves keeps `managed_type` from matching anything.
     static constexpr bool has_managed_memory = false;
     static constexpr DLDeviceType managed_type = kDLExtDev;
+    // kernels are launched with <<<>>> (src/gpu/launch_config.hpp)
+    static constexpr bool kernels_run_on_host = false;
 
     // ---- devices ----------------------------------------------------------
 
@@ -87,6 +89,19 @@ struct HipRuntime {
     static void restore_device(int device) noexcept {
         MTSARRAY_HIP_CHECK_NOTHROW(hipSetDevice(device));
     }
+    /// Whether the primary context of `device` is active; true when that
+    /// can not be asked.
+    static bool device_active(int device) noexcept {
+        hipDevice_t handle = 0;
+        unsigned int flags = 0;
+        int active = 1;
+        if (hipDeviceGet(&handle, device) != hipSuccess ||
+            hipDevicePrimaryCtxGetState(handle, &flags, &active) != hipSuccess) {
+            (void)hipGetLastError();
+            return true;
+        }
+        return active != 0;
+    }
 
     /// DLPack stream numbers for ROCm: 0 is the default (null) stream,
     /// anything above 2 a hipStream_t. Stream::parse has rejected 1 and 2.
@@ -97,6 +112,15 @@ struct HipRuntime {
         MTSARRAY_EXPECTS(stream.is_handle(), "stream number " + std::to_string(stream.number()) +
                                                  " does not name a ROCm stream");
         return static_cast<hipStream_t>(stream.handle());
+    }
+
+    using CaptureMode = hipStreamCaptureMode;
+    static constexpr CaptureMode relaxed_capture_mode = hipStreamCaptureModeRelaxed;
+    /// Sets the calling thread's interaction mode with graph captures,
+    /// returns the previous one.
+    static CaptureMode exchange_capture_mode(CaptureMode mode) noexcept {
+        MTSARRAY_HIP_CHECK_NOTHROW(hipThreadExchangeStreamCaptureMode(&mode));
+        return mode;
     }
 
     struct CaptureState {

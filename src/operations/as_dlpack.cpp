@@ -122,7 +122,7 @@ DLManagedTensorVersioned* as_dlpack(const Array& array, DLDevice device, const i
     if (mirror != nullptr && to_host) {
         cpu_backend().copy(destination, buffer->data(), mirror->data(), array.nbytes());
     } else {
-        transfer(buffer->data(), destination, array.data(), array.stream(), array.nbytes());
+        transfer(buffer->data(), destination, array.data(), array.stream(), array.nbytes(), array.buffer());
         if (to_host && array.wants_host_mirror()) {
             array.set_host_mirror(host_copy(buffer->data(), array.nbytes()));
         }

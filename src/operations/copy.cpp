@@ -12,7 +12,7 @@ namespace mtsarray::detail {
 
 
 void transfer(void* destination, const Stream& destination_stream, const void* source,
-              const Stream& source_stream, size_t bytes) {
+              const Stream& source_stream, size_t bytes, std::shared_ptr<const void> source_owner) {
     if (bytes == 0) {
         return;
     }
@@ -26,7 +26,13 @@ void transfer(void* destination, const Stream& destination_stream, const void* s
         return;
     }
     if (source_on_host) {
-        memory_backend(destination_type).copy_from_host(destination_stream, destination, source, bytes);
+        const auto& backend = memory_backend(destination_type);
+        if (source_owner != nullptr) {
+            backend.copy_from_host_keeping(destination_stream, destination, source, bytes, std::move(source_owner),
+                                           source_type != kDLCPU);
+        } else {
+            backend.copy_from_host(destination_stream, destination, source, bytes);
+        }
         return;
     }
     const auto& source_backend = memory_backend(source_type);
@@ -80,7 +86,7 @@ std::unique_ptr<Array> copy_to_device(const Array& source, DLDevice device, cons
     } else if (mirror != nullptr && is_host_accessible(device.device_type)) {
         cpu_backend().copy(target, copy->data(), mirror->data(), source.nbytes());
     } else {
-        transfer(copy->data(), target, source.data(), source.stream(), source.nbytes());
+        transfer(copy->data(), target, source.data(), source.stream(), source.nbytes(), source.buffer());
     }
 
     if (mirror != nullptr) {

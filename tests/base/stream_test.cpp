@@ -92,9 +92,11 @@ TEST(StreamParse, HostMemoryOnlyTakesMinusOne) {
     const std::vector<std::pair<DLDevice, std::string>> hosts = {
         {cpu, "cpu"},
         {{kDLCUDAHost, 0}, "cuda_host"},
-        {{kDLCUDAManaged, 0}, "cuda_managed"},
         {{kDLROCMHost, 0}, "rocm_host"},
     };
+    // managed memory takes CUDA stream numbers (CUDA rules), and has no stream of its own
+    EXPECT_TRUE(Stream::parse({kDLCUDAManaged, 0}, 1).is_none());
+    EXPECT_TRUE(contains(parse_error({kDLCUDAManaged, 0}, 0, true), "0 is ambiguous for CUDA"));
     for (const auto& host : hosts) {
         SCOPED_TRACE(host.second);
         // -1 is the "no stream" of host memory, with or without allow_none

@@ -1,5 +1,5 @@
-// The stream contract of the dispatch layer, on a simulated GPU
-// (tests/support/simulated_gpu.hpp): runs on every machine, GPU or not.
+// The stream contract of GpuBackend on the simulated CUDA runtime
+// (tests/support/simulated_runtime.hpp): runs on every machine, GPU or not.
 //
 //  - no operation on device memory blocks the host: each one is called while
 //    a slow kernel holds every stream involved, and must return at once
@@ -26,7 +26,9 @@
 #include <gtest/gtest.h>
 
 #include "support/backends.hpp"
-#include "support/simulated_gpu.hpp"
+#include "core/backend_registry.hpp"
+#include "core/buffer.hpp"
+#include "support/simulated_runtime.hpp"
 
 using namespace mtsarray_test;
 using mtsarray::detail::Stream;
@@ -48,9 +50,39 @@ std::vector<double> iota(size_t count, double start) {
     return values;
 }
 
+/// The simulated devices as the tests drive them: the simulation's controls,
+/// and the backend's own calls for memory the tests make themselves.
+struct SimulatedDevices {
+    int64_t create_stream(int device) { return sim::create_stream(device); }
+    sim::Gate hold(int64_t stream, int device) { return sim::hold(stream, device); }
+    size_t host_waits() const { return sim::host_waits(); }
+    std::vector<std::string> violations() const { return sim::violations(); }
+    void clear_violations() { sim::clear_violations(); }
+    void drain() { sim::drain(); }
+    size_t allocated_bytes() const { return sim::allocated_bytes(); }
+    void begin_capture(int64_t stream, int device) { sim::begin_capture(stream, device); }
+    sim::Graph end_capture(int64_t stream, int device) { return sim::end_capture(stream, device); }
+    void launch(const sim::Graph& graph, int64_t stream, int device) { sim::launch(graph, stream, device); }
+
+    const mtsarray::detail::Backend& backend() const { return mtsarray::detail::memory_backend(kDLCUDA); }
+    void* allocate(const Stream& stream, size_t bytes) { return backend().allocate(stream, bytes); }
+    void deallocate(const Stream& stream, void* data, size_t bytes) { backend().deallocate(stream, data, bytes); }
+    void synchronize(const Stream& stream) { backend().synchronize(stream); }
+    /// A consumer reading device memory on its stream (into host memory).
+    void copy_to_host(const Stream& stream, void* destination, const void* source, size_t bytes) {
+        sim::enqueue_read(stream.number(), stream.device().device_id, destination, source, bytes);
+    }
+};
+
 class SimulatedStreams : public ::testing::TestWithParam<StreamKind> {
 protected:
     void SetUp() override {
+        ASSERT_TRUE(sim::in_use()) << "run with MTSARRAY_TEST_GPU=simulated";
+        // the one zero-byte allocation of each device lives for the process
+        (void)mtsarray::Array::zeros(gpu0, float64(), {0});
+        (void)mtsarray::Array::zeros(gpu1, float64(), {0});
+        gpu_.drain();
+        allocated_before_ = gpu_.allocated_bytes();
         switch (GetParam()) {
         case StreamKind::legacy: stream_ = 1; break;
         case StreamKind::per_thread: stream_ = 2; break;
@@ -65,7 +97,13 @@ protected:
         // every array of the test is gone: everything was freed, in order
         gpu_.drain();
         EXPECT_TRUE(gpu_.violations().empty()) << gpu_.violations().front();
-        EXPECT_EQ(gpu_.allocated_bytes(), 0u) << "device memory leaked";
+        gpu_.clear_violations();
+        EXPECT_EQ(gpu_.allocated_bytes(), allocated_before_) << "device memory leaked";
+        for (int64_t stream : {stream_, other_, consumer_, device1_}) {
+            if (stream > 2) {
+                sim::destroy_stream(stream);
+            }
+        }
     }
 
     /// An array on the simulated device 0 holding `values`, working on
@@ -83,7 +121,7 @@ protected:
     void expect_no_host_wait(const std::vector<std::pair<int64_t, int>>& held,
                              const std::function<void()>& operation, const std::string& what) {
         gpu_.drain();
-        std::vector<SimulatedGpu::Gate> gates;
+        std::vector<sim::Gate> gates;
         for (const auto& stream : held) {
             gates.push_back(gpu_.hold(stream.first, stream.second));
         }
@@ -98,8 +136,8 @@ protected:
         }
     }
 
-    SimulatedGpu gpu_{2};
-    UseSimulatedGpu installed_{gpu_};
+    SimulatedDevices gpu_;
+    size_t allocated_before_ = 0;
     int64_t stream_ = 0;
     int64_t other_ = 0;
     int64_t consumer_ = 0;
@@ -109,6 +147,14 @@ protected:
 INSTANTIATE_TEST_SUITE_P(AllStreams, SimulatedStreams,
                          ::testing::Values(StreamKind::legacy, StreamKind::per_thread, StreamKind::user),
                          [](const ::testing::TestParamInfo<StreamKind>& info) { return kind_name(info.param); });
+
+/// The legacy stream can not capture (cudaErrorStreamCaptureUnsupported).
+#define SKIP_UNLESS_CAPTURABLE()                                                      \
+    do {                                                                              \
+        if (GetParam() == StreamKind::legacy) {                                       \
+            GTEST_SKIP() << "the legacy stream can not capture a graph";              \
+        }                                                                             \
+    } while (false)
 
 mts_array_t raw(const mtsarray::Array& array) {
     return array.get();
@@ -369,7 +415,7 @@ TEST_P(SimulatedStreams, WrappedMemoryGoesBackOnlyAfterTheDeviceIsDone) {
     const Stream stream = Stream::parse(gpu0, stream_);
     void* memory = gpu_.allocate(stream, 4 * sizeof(double));
     struct Owner {
-        SimulatedGpu* gpu;
+        SimulatedDevices* gpu;
         Stream stream;
         void* memory;
         std::atomic<int> released{0};
@@ -454,6 +500,7 @@ TEST_P(SimulatedStreams, TheHostCopyServesReadsWhileNoPointerEscaped) {
 // ---- 4. graph capture ---------------------------------------------------------------------
 
 TEST_P(SimulatedStreams, AllocatingWhileCapturingFailsClearly) {
+    SKIP_UNLESS_CAPTURABLE();
     auto array = device_array(iota(4, 0.0), {2, 2}, stream_);
     gpu_.drain();
     gpu_.begin_capture(stream_, 0);
@@ -477,6 +524,7 @@ TEST_P(SimulatedStreams, AllocatingWhileCapturingFailsClearly) {
 }
 
 TEST_P(SimulatedStreams, MoveDataIsCapturedAndEveryReplayReadsTheInputOfTheMoment) {
+    SKIP_UNLESS_CAPTURABLE();
     auto input = device_array(iota(4, 1.0), {4, 1}, stream_);
     auto output = device_array(std::vector<double>(4, 0.0), {4, 1}, stream_);
     gpu_.drain();
@@ -505,6 +553,7 @@ TEST_P(SimulatedStreams, MoveDataIsCapturedAndEveryReplayReadsTheInputOfTheMomen
 }
 
 TEST_P(SimulatedStreams, CapturedMoveDataNeedsTheInputInTheSameCapture) {
+    SKIP_UNLESS_CAPTURABLE();
     auto input = device_array(iota(2, 1.0), {2, 1}, other_);
     auto output = device_array(std::vector<double>(2, 0.0), {2, 1}, stream_);
     gpu_.drain();
@@ -512,12 +561,13 @@ TEST_P(SimulatedStreams, CapturedMoveDataNeedsTheInputInTheSameCapture) {
     const mts_data_movement_t movement = {0, 1, 0, 0, 1};
     reset_last_error();
     EXPECT_EQ(raw(output).move_data(raw(output).ptr, raw(input).ptr, &movement, 1), MTS_CALLBACK_ERROR);
-    EXPECT_NE(last_error().find("capturing a graph"), std::string::npos) << last_error();
+    EXPECT_NE(last_error().find("capturing a CUDA graph"), std::string::npos) << last_error();
     EXPECT_TRUE(gpu_.end_capture(stream_, 0).empty());
     EXPECT_EQ(values_of(output), std::vector<double>(2, 0.0));
 }
 
 TEST_P(SimulatedStreams, ArraysDestroyedDuringACaptureAreFreedAfterIt) {
+    SKIP_UNLESS_CAPTURABLE();
     auto keep = device_array(iota(2, 0.0), {2}, stream_);
     auto gone = std::make_unique<mtsarray::Array>(device_array(iota(4, 0.0), {4}, stream_));
     gpu_.drain();
@@ -536,7 +586,7 @@ TEST_P(SimulatedStreams, ArraysDestroyedDuringACaptureAreFreedAfterIt) {
 
 TEST_P(SimulatedStreams, AUserAllocatorServesAndFreesItsOwnMemory) {
     struct Counts {
-        SimulatedGpu* gpu;
+        SimulatedDevices* gpu;
         int allocated = 0;
         int freed = 0;
         std::vector<int64_t> streams;
@@ -574,4 +624,228 @@ TEST_P(SimulatedStreams, AUserAllocatorServesAndFreesItsOwnMemory) {
     allocator.deallocate = nullptr;
     EXPECT_EQ(mtsarray_set_allocator(kDLCUDA, &allocator), MTS_CALLBACK_ERROR);
     EXPECT_NE(last_error().find("must not be NULL"), std::string::npos) << last_error();
+}
+
+// ---- 6. what the simulated runtime's rules catch in GpuBackend -----------------------------
+
+namespace {
+
+template <class Predicate> bool eventually(Predicate predicate) {
+    for (int i = 0; i < 500 && !predicate(); i++) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return predicate();
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+    std::string text;
+    for (const auto& line : lines) {
+        text += line + "\n";
+    }
+    return text;
+}
+
+}  // namespace
+
+// A graph captured in Global mode (torch.cuda.graph's default) on one thread
+// while another thread hands wrapped memory back: the release's event query
+// and the deferred thread's wait must leave the capture valid, and the
+// memory goes back only once the device is done with it.
+TEST_P(SimulatedStreams, AGlobalCaptureOnAnotherThreadSurvivesDeferredReleases) {
+    if (GetParam() != StreamKind::user) {
+        GTEST_SKIP() << "the captured stream is a user stream of its own: tested once";
+    }
+    const int64_t captured = sim::create_stream(0);
+    const Stream stream = Stream::parse(gpu0, other_);
+    void* memory = gpu_.allocate(stream, 4 * sizeof(double));
+    struct Owner {
+        SimulatedDevices* gpu;
+        Stream stream;
+        void* memory;
+        std::atomic<int> released{0};
+    } owner{&gpu_, stream, memory};
+    mts_array_t array = {};
+    const uintptr_t shape[] = {4, 1};
+    ASSERT_EQ(mtsarray_wrap(memory, gpu0, float64(), shape, 2,
+                            [](void* context) {
+                                auto* self = static_cast<Owner*>(context);
+                                self->gpu->deallocate(self->stream, self->memory, 4 * sizeof(double));
+                                self->released.fetch_add(1);
+                            },
+                            &owner, &array),
+              MTS_SUCCESS)
+        << last_error();
+    ASSERT_EQ(mtsarray_set_stream(&array, other_), MTS_SUCCESS);
+    auto input = device_array(iota(4, 1.0), {4, 1}, other_);
+    gpu_.drain();
+    auto gate = gpu_.hold(other_, 0);
+    const std::vector<mts_data_movement_t> movements = {{0, 3, 0, 0, 1}, {3, 0, 0, 0, 1}};
+    ASSERT_EQ(array.move_data(array.ptr, raw(input).ptr, movements.data(), 2), MTS_SUCCESS) << last_error();
+
+    sim::begin_capture(captured, 0, sim::CaptureMode::global);
+    std::thread([&] { array.destroy(array.ptr); }).join();
+    let_misordered_work_run();
+    EXPECT_EQ(owner.released.load(), 0) << "the memory went back while a write into it was queued";
+    gate.open();
+    EXPECT_TRUE(eventually([&] { return owner.released.load() == 1; }));
+    EXPECT_NO_THROW(sim::end_capture(captured, 0)) << joined(sim::capture_invalidations());
+    gpu_.drain();
+    sim::destroy_stream(captured);
+}
+
+// Stream 2 is the per-thread default stream of the thread that names it: an
+// array working there and destroyed by another thread (a garbage collector,
+// a DLPack deleter) is freed after the work queued on its owner's stream.
+TEST_P(SimulatedStreams, AnArrayOnThePerThreadStreamFreedByAnotherThreadWaitsForItsWork) {
+    if (GetParam() != StreamKind::per_thread) {
+        GTEST_SKIP() << "about stream 2";
+    }
+    auto array = std::make_unique<mtsarray::Array>(device_array(iota(4, 1.0), {4}, 2));
+    gpu_.drain();
+    auto gate = gpu_.hold(2, 0);  // this thread's per-thread stream
+    std::vector<double> read(4, 0.0);
+    gpu_.copy_to_host(Stream::parse(gpu0, 2), read.data(), array->data(), 4 * sizeof(double));
+    std::thread([&] { array.reset(); }).join();
+    let_misordered_work_run();
+    gate.open();
+    gpu_.drain();
+    EXPECT_TRUE(gpu_.violations().empty()) << joined(gpu_.violations());
+    gpu_.clear_violations();
+    EXPECT_EQ(read, iota(4, 1.0));
+}
+
+TEST_P(SimulatedStreams, AnotherThreadCanNotQueueWorkOnThePerThreadStreamOfAnArray) {
+    if (GetParam() != StreamKind::per_thread) {
+        GTEST_SKIP() << "about stream 2";
+    }
+    auto output = device_array(std::vector<double>(2, 0.0), {2, 1}, 2);
+    auto input = device_array(iota(2, 1.0), {2, 1}, 2);
+    const mts_data_movement_t movement = {0, 1, 0, 0, 1};
+    mts_status_t status = MTS_SUCCESS;
+    std::string error;
+    std::thread([&] {
+        status = raw(output).move_data(raw(output).ptr, raw(input).ptr, &movement, 1);
+        error = last_error();
+    }).join();
+    EXPECT_EQ(status, MTS_CALLBACK_ERROR);
+    EXPECT_NE(error.find("per-thread default stream of another thread"), std::string::npos) << error;
+    EXPECT_EQ(values_of(output), std::vector<double>(2, 0.0));
+}
+
+// A use recorded on a stream before it captures is still waited for by the
+// free after the capture (a capture makes no marker, and must not erase the
+// one before).
+TEST_P(SimulatedStreams, AUseBeforeACaptureIsWaitedForByTheFree) {
+    if (GetParam() != StreamKind::user) {
+        GTEST_SKIP() << "the captured stream is `other_`: tested once";
+    }
+    auto buffer = mtsarray::detail::Buffer::allocate(Stream::parse(gpu0, stream_), 4 * sizeof(double));
+    const std::vector<double> values = iota(4, 5.0);
+    gpu_.backend().copy_from_host(Stream::parse(gpu0, stream_), buffer->data(), values.data(), 32);
+    gpu_.drain();
+    const Stream reader = Stream::parse(gpu0, other_);
+    auto gate = gpu_.hold(other_, 0);
+    std::vector<double> read(4, 0.0);
+    gpu_.copy_to_host(reader, read.data(), buffer->data(), 32);
+    buffer->record_use(reader);
+    gpu_.begin_capture(other_, 0);
+    buffer->record_use(reader);  // a use inside the capture
+    (void)gpu_.end_capture(other_, 0);
+    buffer.reset();  // freed on `stream_`, after the read on `other_`
+    let_misordered_work_run();
+    gate.open();
+    gpu_.drain();
+    EXPECT_TRUE(gpu_.violations().empty()) << joined(gpu_.violations());
+    gpu_.clear_violations();
+    EXPECT_EQ(read, values);
+}
+
+// A program that only uses device 1 never makes a context on device 0
+// (eight MPI ranks on eight GPUs must not all land on GPU 0).
+TEST_P(SimulatedStreams, OnlyTheDevicesUsedGetAContext) {
+    if (GetParam() != StreamKind::legacy) {
+        GTEST_SKIP() << "arrays on their default stream: tested once";
+    }
+    std::vector<int> contexts;
+    std::thread([&] {
+        // a thread that never chose a device (its current device is 0)
+        sim::forget_contexts();
+        {
+            auto array = mtsarray::Array::full<double>(gpu1, {4}, 1.5);
+            auto copy = array.copy(gpu1);
+            EXPECT_EQ(values_of(copy), std::vector<double>(4, 1.5));
+        }
+        sim::drain();
+        contexts = sim::contexts();
+    }).join();
+    EXPECT_EQ(contexts, std::vector<int>{1});
+}
+
+// Managed memory takes CUDA stream numbers, with the CUDA rules.
+TEST_P(SimulatedStreams, ManagedMemoryExportsToCudaStreams) {
+    const DLDevice managed = {kDLCUDAManaged, 0};
+    auto array = mtsarray::Array::full<double>(managed, {3}, 2.0);
+    for (int64_t number : {int64_t(1), int64_t(2), stream_, int64_t(-1)}) {
+        DLManagedTensorVersioned* tensor = nullptr;
+        ASSERT_EQ(raw(array).as_dlpack(raw(array).ptr, &tensor, managed, &number, dlpack_version()), MTS_SUCCESS)
+            << number << ": " << last_error();
+        EXPECT_EQ(tensor->dl_tensor.device.device_type, kDLCUDAManaged);
+        EXPECT_EQ(static_cast<const double*>(tensor->dl_tensor.data)[2], 2.0);
+        tensor->deleter(tensor);
+    }
+    DLManagedTensorVersioned* tensor = nullptr;
+    const int64_t zero = 0;
+    reset_last_error();
+    EXPECT_EQ(raw(array).as_dlpack(raw(array).ptr, &tensor, managed, &zero, dlpack_version()), MTS_CALLBACK_ERROR);
+    EXPECT_NE(last_error().find("0 is ambiguous for CUDA"), std::string::npos) << last_error();
+}
+
+// A copy from the host larger than the staging pool keeps its source alive
+// until the copy ran instead of waiting for the stream.
+TEST_P(SimulatedStreams, ALargeCopyFromTheHostReturnsAtOnce) {
+    if (GetParam() != StreamKind::legacy) {
+        GTEST_SKIP() << "copies go to the device's default stream: tested once";
+    }
+    const size_t count = (size_t(72) << 20) / sizeof(double);  // above the 64 MiB staging limit
+    std::vector<double> values(count);
+    for (size_t i = 0; i < count; i += 4096) {
+        values[i] = static_cast<double>(i);
+    }
+    auto host = std::make_unique<mtsarray::Array>(
+        array_from_bytes(mtsarray::cpu(), float64(), {count}, to_bytes(values)));
+    std::unique_ptr<mtsarray::Array> device;
+    expect_no_host_wait({{1, 0}}, [&] { device = std::make_unique<mtsarray::Array>(host->copy(gpu0)); },
+                        "a copy of 72 MiB to the device");
+    host.reset();  // the source stays alive for the queued copy
+    const auto copied = values_of(*device);
+    EXPECT_TRUE(copied == values);
+}
+
+// Many scattered movements: the table is built in page-locked staging memory
+// and uploaded on the stream (more entries than kernel parameters carry),
+// all while both streams are held.
+TEST_P(SimulatedStreams, AThousandScatteredMovementsReturnAtOnce) {
+    constexpr uintptr_t samples = 1200;
+    auto input = device_array(iota(samples * 3, 0.0), {samples, 3}, other_);
+    auto output = device_array(std::vector<double>(samples * 3, -1.0), {samples, 3}, stream_);
+    std::vector<mts_data_movement_t> movements;
+    for (uintptr_t i = 0; i < samples; i++) {
+        movements.push_back({(i * 7) % samples, samples - 1 - i, i % 2, i % 2, 1 + i % 2});
+    }
+    expect_no_host_wait({{stream_, 0}, {other_, 0}},
+                        [&] {
+                            ASSERT_EQ(raw(output).move_data(raw(output).ptr, raw(input).ptr, movements.data(),
+                                                            movements.size()),
+                                      MTS_SUCCESS)
+                                << last_error();
+                        },
+                        "move_data of 1200 scattered movements");
+    std::vector<double> expected(samples * 3, -1.0);
+    const auto source = iota(samples * 3, 0.0);
+    for (const auto& m : movements) {
+        for (uintptr_t x = 0; x < m.properties_length; x++) {
+            expected[m.sample_out * 3 + m.properties_start_out + x] = source[m.sample_in * 3 + m.properties_start_in + x];
+        }
+    }
+    EXPECT_EQ(values_of(output), expected);
 }

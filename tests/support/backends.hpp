@@ -24,6 +24,9 @@
 #include "mtsarray.h"
 #include "mtsarray.hpp"
 #include "mtsarray/config.h"
+#if MTSARRAY_TEST_SIMULATED_GPU
+#include "support/simulated_runtime.hpp"
+#endif
 
 /// Readable test parameters ("cuda:0" instead of raw bytes). DLDevice lives
 /// in the global namespace, where gtest looks for PrintTo.
@@ -35,12 +38,24 @@ namespace mtsarray_test {
 
 // ---- backends --------------------------------------------------------------
 
-/// The devices every contract test runs on.
+/// Whether kDLCUDA is served by the simulated runtime in this program
+/// (support/simulated_runtime.hpp: programs built with
+/// MTSARRAY_TEST_SIMULATED_GPU, when no real GPU is present).
+inline bool simulated_gpu() {
+#if MTSARRAY_TEST_SIMULATED_GPU
+    return simulated_gpu_in_use();
+#else
+    return false;
+#endif
+}
+
+/// The devices every contract test runs on: the CPU, the CUDA device (real,
+/// or simulated) and the ROCm one.
 inline std::vector<DLDevice> test_devices() {
     std::vector<DLDevice> devices = {DLDevice{kDLCPU, 0}};
-#if MTSARRAY_HAS_CUDA
-    devices.push_back(DLDevice{kDLCUDA, 0});
-#endif
+    if (MTSARRAY_HAS_CUDA || simulated_gpu()) {
+        devices.push_back(DLDevice{kDLCUDA, 0});
+    }
 #if MTSARRAY_HAS_HIP
     devices.push_back(DLDevice{kDLROCM, 0});
 #endif
@@ -50,7 +65,7 @@ inline std::vector<DLDevice> test_devices() {
 inline std::string device_name(DLDevice device) {
     switch (device.device_type) {
     case kDLCPU: return "cpu";
-    case kDLCUDA: return "cuda" + std::to_string(device.device_id);
+    case kDLCUDA: return (simulated_gpu() ? "sim" : "cuda") + std::to_string(device.device_id);
     case kDLROCM: return "rocm" + std::to_string(device.device_id);
     default: return "device" + std::to_string(static_cast<int>(device.device_type));
     }

@@ -1,0 +1,310 @@
+#pragma once
+// SimulatedRuntime: runtime traits for GpuBackend (src/gpu/gpu_backend.hpp)
+// beside CudaRuntime and HipRuntime, that simulate a CUDA runtime with two
+// devices on the CPU. GpuBackend<SimulatedRuntime> is the very backend CUDA
+// and HIP run, compiled by the host compiler: its kernels' per-thread bodies
+// (MTSARRAY_HOST_DEVICE) run on the host for every thread of the grid
+// (run_grid, see src/gpu/launch_config.hpp). Test-only; installed as the
+// backend of kDLCUDA, kDLCUDAHost and kDLCUDAManaged when no real GPU is
+// present (simulated_gpu_in_use()); the tests name its devices sim0, sim1.
+//
+// The simulation behaves like CUDA where mtsarray's correctness depends on
+// it. Each rule, with the section of the CUDA documentation it follows
+// (Programming Guide = CUDA C++ Programming Guide; Runtime API = CUDA Runtime
+// API reference):
+//
+// Streams (Programming Guide, "Asynchronous Concurrent Execution > Streams").
+//   Every stream is a queue run in order by its own worker thread; the calls
+//   that queue work return at once. Before each item the worker sleeps a
+//   random time drawn from a generator seeded by the process's seed
+//   (MTSARRAY_SIM_SEED, printed when a test fails), so that two streams that
+//   are not ordered by an event run in varying orders and a missing wait
+//   gives wrong values, not luck.
+// Default streams (Runtime API, "Stream synchronization behavior").
+//   Stream handle 1 (cudaStreamLegacy, DLPack 1) is the legacy default stream
+//   of the current device: an item queued there waits for all work queued
+//   before it on every blocking stream of the device, and an item queued on
+//   a blocking stream waits for all work queued before it on the legacy
+//   stream. Streams from create_stream(device, /*blocking=*/false) are
+//   non-blocking (cudaStreamNonBlocking) and take no part in this.
+//   Handle 2 (cudaStreamPerThread, DLPack 2) is resolved at every call to the
+//   calling thread's per-thread default stream of the current device: two
+//   threads naming 2 get two different streams. Per-thread streams are
+//   blocking streams ("Per-thread default stream").
+// Events (Programming Guide "Events"; Runtime API "Event Management",
+//   cudaStreamWaitEvent in "Stream Management").
+//   record captures the work queued on the stream so far; query never
+//   blocks (an event never recorded is complete); synchronize blocks the
+//   host; a stream wait makes later work of the waiting stream wait for the
+//   recorded work, across devices too. An event is recorded on a stream of
+//   its own device (cudaErrorInvalidResourceHandle otherwise).
+// Memory (Runtime API "Memory Management"; Programming Guide "Stream Ordered
+//   Memory Allocator").
+//   Device, page-locked and managed allocations are host memory that the CPU
+//   backend never hands out, 256-byte aligned and filled with 0xDD. Freed
+//   memory is poisoned and kept in quarantine (up to 256 MiB), never reused:
+//   every queued copy, memset and kernel checks, when it runs, that the
+//   memory it touches is still allocated and belongs to the stream's device
+//   (peer copies excepted); a use of freed memory is a violation
+//   (violations()). free_async is stream ordered: the memory is freed when
+//   the free's turn comes on its stream. Copies from page-locked memory read
+//   it when they run; from pageable memory, the bytes are taken at the call.
+//   A copy to pageable host memory returns only when it is done (Runtime API
+//   "API synchronization behavior"): a host wait.
+// Implicit synchronisation (Programming Guide "Implicit Synchronization";
+//   Runtime API "API synchronization behavior").
+//   Page-locked and managed allocation and free, and the non-async free,
+//   wait for every stream of the current device. These, and
+//   stream/event/device synchronisation, are host waits: counted
+//   (host_waits(), per calling thread), and one that meets a held stream
+//   fails after a time-out (MTSARRAY_SIM_HOST_WAIT_MS, default 5000) with a
+//   violation instead of hanging the test.
+// Graph capture (Programming Guide "CUDA Graphs > Creating a Graph Using
+//   Stream Capture", "Cross-stream Dependencies and Events", "Prohibited and
+//   Unhandled Operations", "Invalidation"; Runtime API cudaStreamBeginCapture
+//   and cudaThreadExchangeStreamCaptureMode).
+//   begin_capture(stream, mode) makes the stream record what is queued on it
+//   instead of running it; end_capture returns the recorded work (or fails
+//   with cudaErrorStreamCaptureInvalidated), launch replays it. A stream
+//   waiting on an event recorded in a capture joins it. Capture modes: a
+//   potentially unsafe call (host synchronisation of a stream, an event or
+//   the device, event query, page-locked and managed allocation and free,
+//   the non-async free) made by a thread whose own interaction mode
+//   (exchange_capture_mode, default Global) is not Relaxed, while that
+//   thread has a capture begun in Global or ThreadLocal mode, or — in Global
+//   mode — while any other thread has a capture begun in Global mode, fails
+//   with cudaErrorStreamCaptureUnsupported and invalidates those captures.
+//   Synchronising or querying a capturing stream or an event recorded in a
+//   capture does the same to that capture. Queuing work on the legacy stream
+//   while a blocking stream of its device captures fails with
+//   cudaErrorStreamCaptureImplicit and invalidates the capture.
+// Devices (Programming Guide "Multi-Device System"; Runtime API cudaSetDevice).
+//   Two devices; the current device is per thread (0 until set). Setting a
+//   device creates its context, as cudaSetDevice does since CUDA 12, and so
+//   does any call that works on a device; contexts() tells which devices got
+//   one. Kernels and memsets run on streams of the current device.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <metatensor.h>
+
+#include "base/backend.hpp"
+#include "base/error.hpp"
+#include "base/stream.hpp"
+#include "gpu/launch_config.hpp"
+#include "gpu/runtime_error.hpp"
+
+namespace mtsarray_test {
+namespace sim {
+
+struct StreamState;
+struct EventState;
+struct PoolState;
+
+/// The simulated runtime's error codes, named after CUDA's.
+enum class Status {
+    success,
+    memory_allocation,
+    not_ready,
+    invalid_value,
+    invalid_device,
+    invalid_resource_handle,
+    capture_unsupported,
+    capture_invalidated,
+    capture_implicit,
+    capture_isolation,
+    host_wait_timeout,
+};
+
+enum class CaptureMode { global, thread_local_mode, relaxed };
+
+constexpr int device_count = 2;
+
+// ---- what tests drive ----------------------------------------------------------
+
+/// Whether the simulation serves the CUDA device types in this process (no
+/// real GPU, or MTSARRAY_TEST_GPU=simulated).
+bool in_use();
+/// The seed of this process's random delays.
+uint64_t seed();
+
+/// A new stream of `device`: its DLPack number (> 2). Non-blocking unless
+/// `blocking` (then it synchronises with the legacy stream).
+int64_t create_stream(int device, bool blocking = false);
+/// Waits until the stream is idle, then retires it.
+void destroy_stream(int64_t number);
+
+/// Keeps a stream busy until open() (or destruction).
+class Gate {
+public:
+    Gate() = default;
+    Gate(Gate&&) = default;
+    Gate& operator=(Gate&&) = default;
+    ~Gate() { open(); }
+    void open();
+    bool is_open() const;
+
+    struct State;
+
+private:
+    friend Gate hold(int64_t, int);
+    std::shared_ptr<State> state_;
+};
+/// Queues a "slow kernel" on `stream` (a DLPack number of `device`; 1 and 2
+/// are the legacy stream and the calling thread's per-thread stream).
+Gate hold(int64_t stream, int device);
+/// Queues `work` on a stream as a kernel of the test's own.
+void enqueue(int64_t stream, int device, std::function<void()> work);
+/// Queues a consumer's read of `bytes` bytes of device memory at `source`
+/// into host memory: checked, like every queued copy, when it runs.
+void enqueue_read(int64_t stream, int device, void* destination, const void* source, size_t bytes);
+
+/// Host waits made by the calling thread so far.
+size_t host_waits();
+/// Uses of freed memory, host waits that timed out, ..., in words.
+std::vector<std::string> violations();
+void clear_violations();
+/// Why captures were invalidated, in words.
+std::vector<std::string> capture_invalidations();
+/// Waits until every stream is idle and stays so (the deferred releases of
+/// mtsarray ran); not a host wait.
+void drain();
+/// Bytes of device memory allocated and not freed.
+size_t allocated_bytes();
+/// Page-locked allocations and frees so far.
+size_t pinned_allocations();
+size_t pinned_frees();
+
+void begin_capture(int64_t stream, int device, CaptureMode mode = CaptureMode::global);
+using Graph = std::vector<std::function<void()>>;
+/// Throws mtsarray::detail::Error when the capture was invalidated.
+Graph end_capture(int64_t stream, int device);
+void launch(const Graph& graph, int64_t stream, int device);
+
+/// The calling thread's interaction mode with captures; returns the old one.
+CaptureMode exchange_capture_mode(CaptureMode mode);
+
+/// Devices that got a context since the last forget_contexts().
+std::vector<int> contexts();
+void forget_contexts();
+/// The calling thread's current device.
+int current_device();
+void set_device(int device);
+
+namespace detail {
+void enqueue_kernel(StreamState* stream, std::vector<const void*> touched, std::function<void()> body);
+}  // namespace detail
+
+}  // namespace sim
+
+/// The error vocabulary of src/gpu/runtime_error.hpp.
+struct SimulatedErrors {
+    using Status = sim::Status;
+    static constexpr const char* display_name = "CUDA (simulated)";
+    static constexpr Status success = Status::success;
+    static constexpr Status out_of_memory = Status::memory_allocation;
+    static const char* name(Status status) noexcept;
+    static const char* description(Status status) noexcept;
+    static Status last_error() noexcept;
+    static bool is_silent(Status) noexcept { return false; }
+};
+
+/// The traits of src/gpu/gpu_backend.hpp (see there for what each does).
+struct SimulatedRuntime {
+    using StreamHandle = sim::StreamState*;
+    using EventHandle = sim::EventState*;
+    using PoolHandle = sim::PoolState*;
+    using CaptureMode = sim::CaptureMode;
+
+    static constexpr const char* name = "cuda";
+    static constexpr const char* display_name = "simulated CUDA";
+    static constexpr const char* graph_name = "CUDA graph";
+    static constexpr DLDeviceType device_type = kDLCUDA;
+    static constexpr DLDeviceType pinned_host_type = kDLCUDAHost;
+    static constexpr bool has_managed_memory = true;
+    static constexpr DLDeviceType managed_type = kDLCUDAManaged;
+    static constexpr bool kernels_run_on_host = true;
+
+    struct DeviceCount {
+        int count;
+        std::string failure;
+    };
+    static DeviceCount probe_devices() noexcept { return DeviceCount{sim::device_count, ""}; }
+
+    using Errors = SimulatedErrors;
+
+    static int current_device();
+    static void set_device(int device);
+    static void restore_device(int device) noexcept;
+    static bool device_active(int device) noexcept;
+    static StreamHandle native_stream(const mtsarray::detail::Stream& stream);
+
+    struct CaptureState {
+        bool active;
+        unsigned long long id;
+    };
+    static CaptureState capture_state(StreamHandle stream);
+    static CaptureMode exchange_capture_mode(CaptureMode mode) noexcept;
+    static constexpr CaptureMode relaxed_capture_mode = CaptureMode::relaxed;
+
+    static PoolHandle create_pool(int device);
+    static void trim_pool(PoolHandle) noexcept {}
+    static void* allocate_from_pool(size_t bytes, PoolHandle pool, StreamHandle stream);
+    static void free_async(void* data, StreamHandle stream) noexcept;
+    static void* allocate_pinned(size_t bytes);
+    static void free_pinned(void* data) noexcept;
+    static void* allocate_managed(size_t bytes);
+    static void free_managed(void* data) noexcept;
+
+    static void copy_device_to_device_async(void* destination, const void* source, size_t bytes,
+                                            StreamHandle stream);
+    static void copy_host_to_device_async(void* destination, const void* source, size_t bytes,
+                                          StreamHandle stream);
+    static void copy_device_to_host_async(void* destination, const void* source, size_t bytes,
+                                          StreamHandle stream);
+    static void copy_peer_async(void* destination, int destination_device, const void* source,
+                                int source_device, size_t bytes, StreamHandle stream);
+    static void memset_async(void* data, unsigned char value, size_t bytes, StreamHandle stream);
+
+    static EventHandle create_event();
+    static void destroy_event(EventHandle event) noexcept;
+    static void record_event(EventHandle event, StreamHandle stream);
+    static bool event_done(EventHandle event);
+    static void synchronize_event(EventHandle event);
+    static void stream_wait_event(StreamHandle stream, EventHandle event);
+    static void synchronize_stream(StreamHandle stream);
+    static void synchronize_device();
+
+    /// Queues `body(GridThread)` for every thread of `shape`, block by block,
+    /// on `stream`; `touched` is checked to be allocated when it runs.
+    template <class Body>
+    static void run_grid(StreamHandle stream, const mtsarray::detail::gpu::GridShape& shape, Body body,
+                         std::initializer_list<const void*> touched) {
+        sim::detail::enqueue_kernel(stream, std::vector<const void*>(touched), [shape, body]() {
+            for (unsigned block = 0; block < shape.blocks; block++) {
+                for (unsigned y = 0; y < shape.block_y; y++) {
+                    for (unsigned x = 0; x < shape.block_x; x++) {
+                        body(mtsarray::detail::gpu::GridThread{block, x, y, shape});
+                    }
+                }
+            }
+        });
+    }
+};
+
+/// The process's GpuBackend<SimulatedRuntime>.
+const mtsarray::detail::Backend& simulated_backend();
+
+/// Whether tests of this process run on the simulated devices; device names
+/// in test names say "sim" then.
+inline bool simulated_gpu_in_use() { return sim::in_use(); }
+
+}  // namespace mtsarray_test
