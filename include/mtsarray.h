@@ -190,8 +190,13 @@ MTSARRAY_EXPORT mts_status_t mtsarray_data(const mts_array_t* array, void** data
  *
  * Ordering: the copy is queued on the destination's work stream after the
  * work pending on both arrays. It does not block the host between two
- * device arrays (same device, or peer), nor from host memory to a device
- * (pageable bytes are staged first, so the source may be reused at once);
+ * device arrays (same device, or peer), nor from host memory to a device:
+ * pageable bytes are staged first, so the source may be reused at once, but
+ * a page-locked or managed source (kDLCUDAHost, kDLCUDAManaged, kDLROCMHost)
+ * is read by the device after the call returns, as cudaMemcpyAsync reads
+ * it: do not write into it before the destination's stream has passed the
+ * copy (mtsarray_synchronize on the destination, or later work ordered
+ * after it);
  * when the destination is host memory (kDLCPU, kDLCUDAHost, kDLCUDAManaged,
  * kDLROCMHost: arrays the host computes on) the call returns once the bytes
  * are there, waiting for that copy and the source's pending work only.

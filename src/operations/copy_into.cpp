@@ -57,8 +57,9 @@ void copy_into(Array& destination, const Array& source) {
         // host <-> device, device <-> device of one runtime (peer), or two
         // runtimes through the host: transfer() orders each side after its
         // stream's pending work, and only a pageable host side waits
-        // (a device source is read on its own stream)
-        transfer(destination.data(), stream, source.data(), source.stream(), bytes);
+        // (a device source is read on its own stream; a page-locked or
+        // managed one straight from its buffer, kept alive until read)
+        transfer(destination.data(), stream, source.data(), source.stream(), bytes, source.buffer());
     }
 }
 
