@@ -27,7 +27,7 @@ void check_device_usable(DLDevice device);
 /// Tests only: `backend` serves the CUDA family (kDLCUDA, kDLCUDAHost,
 /// kDLCUDAManaged) in this process instead of the compiled-in one (nullptr
 /// restores it); returns the previous replacement. Lets the tests run the
-/// dispatch layer against a simulated GPU (tests/support/simulated_gpu.hpp)
+/// GPU backend on a simulated CUDA runtime (tests/support/simulated_runtime.hpp)
 /// on machines without one. Not for use while arrays of that family exist.
 const Backend* set_cuda_backend_for_testing(const Backend* backend) noexcept;
 
