@@ -5,6 +5,7 @@
 // equals SimpleDataArray's before it reports a time.
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -579,6 +580,81 @@ Row run_as_dlpack(const Options& options, const std::vector<uintptr_t>& shape) {
     return row;
 }
 
+// ---- movement plans -------------------------------------------------------------
+
+/// One movement plan, made once, executed on every call, next to move_data
+/// and SimpleDataArray's move_data on the same arrays (and memcpy of the
+/// same bytes). Whole rows of `properties` (the move_data rows' shapes).
+Row run_move_plan(const Options& options, size_t count, size_t properties, bool scattered,
+                  const std::string& name) {
+    const std::vector<uintptr_t> shape = {count, properties};
+    std::vector<size_t> order(count);
+    std::iota(order.begin(), order.end(), 0);
+    if (scattered) {
+        std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
+    }
+    std::vector<mts_data_movement_t> movements(count);
+    for (size_t i = 0; i < count; i++) {
+        movements[i] = {order[i], i, 0, 0, properties};
+    }
+    auto input = mtsarray_array<double>(shape, true);
+    auto planned = mtsarray_array<double>(shape, false);
+    auto moved = mtsarray_array<double>(shape, false);
+    auto simple_input = simple_array<double>(shape, true);
+    auto simple_output = simple_array<double>(shape, false);
+    const mts_array_t planned_raw = raw(planned);
+    const mts_array_t input_raw = raw(input);
+    mtsarray_move_plan_t* plan = nullptr;
+    check(mtsarray_move_plan_create(&planned_raw, &input_raw, movements.data(), count, &plan));
+    const std::unique_ptr<mtsarray_move_plan_t, mts_status_t (*)(mtsarray_move_plan_t*)> owned(
+        plan, mtsarray_move_plan_free);
+
+    const size_t bytes = count * properties * sizeof(double);
+    HostBuffer source(bytes);
+    HostBuffer destination(bytes);
+    auto move = [&movements](const metatensor::MtsArray& out, const metatensor::MtsArray& in) {
+        auto o = raw(out);
+        auto i = raw(in);
+        check(o.move_data(o.ptr, i.ptr, movements.data(), movements.size()));
+    };
+    auto seconds = measure(options, {
+        wall_clock([&] { check(mtsarray_move_plan_execute(plan, &planned_raw, &input_raw)); }),
+        wall_clock([&] { move(moved, input); }),
+        wall_clock([&] { move(simple_output.array, simple_input.array); }),
+        parallel_memcpy(destination.get(), source.get(), bytes, threads_for(bytes)),
+    });
+    require_equal(mtsarray_pointer(planned), simple_output.simple->data(), bytes, "plan execute");
+    require_equal(mtsarray_pointer(moved), simple_output.simple->data(), bytes, "move_data");
+
+    Row row;
+    row.group = "move_plan";
+    row.device = "cpu";
+    row.name = name;
+    row.seconds = seconds[0];
+    row.baseline_name = "move_data";
+    row.baseline_seconds = seconds[1];
+    row.limit_name = "memcpy";
+    row.limit_seconds = seconds[3];
+    row.bytes = static_cast<double>(bytes);
+    row.run_bytes = scattered ? static_cast<double>(properties * sizeof(double)) : row.bytes;
+    row.parameters = {{"dtype", "f64"},
+                      {"movements", std::to_string(count)},
+                      {"properties_length", std::to_string(properties)},
+                      {"samples", scattered ? "scattered" : "in-order"}};
+    row.measurements = {{"simple_data_array_seconds", seconds[2]}};
+    char ratio[32];
+    std::snprintf(ratio, sizeof(ratio), "%.2fx", seconds[2] / seconds[0]);
+    row.note = "SimpleDataArray " + format_seconds(seconds[2]) + ": execute " + ratio + " faster";
+    row.targets.push_back({">=1x move_data", row.speedup() >= 1.0});
+    if (count <= 100) {
+        row.targets.push_back({">=1.3x move_data", row.speedup() >= 1.3});
+    }
+    if (count == 1 && properties == 1) {
+        row.targets.push_back({"<=60 ns", row.seconds <= 60e-9});
+    }
+    return row;
+}
+
 // ---- the sweeps -----------------------------------------------------------------
 
 template <typename F> Case make_case(std::string group, std::string name, F run) {
@@ -613,6 +689,20 @@ std::vector<Case> cpu_cases(const Options& options) {
             add_move_data(cases, options, {count, 32, {}, scattered, 1}, true);
         }
     }
+    // movement plans: executed next to move_data and SimpleDataArray; the
+    // fixed cost of an execution is the time of a 1-movement plan of 1
+    // property (8 bytes)
+    for (size_t count : counts) {
+        for (bool scattered : {false, true}) {
+            const std::string name = "f64 moves=" + format_count(count) + " props=32" +
+                                     (scattered ? " scattered" : " in-order");
+            cases.push_back(make_case("move_plan", name, [options, count, scattered, name] {
+                return run_move_plan(options, count, 32, scattered, name);
+            }));
+        }
+    }
+    cases.push_back(make_case("move_plan", "f64 fixed cost: moves=1 props=1",
+                              [options] { return run_move_plan(options, 1, 1, false, "f64 fixed cost: moves=1 props=1"); }));
     // move_data: properties_length, into the last slice of a twice wider
     // output (the shape of keys_to_properties), float32 and float64
     std::vector<size_t> lengths = smoke ? std::vector<size_t>{16}

@@ -7,8 +7,9 @@
  * atoms, components = xyz, properties = 1), collected in a TensorMap keyed by
  * "quantity", and then merged with `mts_tensormap_keys_to_properties`:
  * libmetatensor builds the merged array with mtsarray's `create` and fills it
- * with mtsarray's `move_data`. Every value is checked; the program exits
- * with status 1 if one is wrong.
+ * with mtsarray's `move_data`. The forces of two atoms are then gathered at
+ * every step by a movement plan, checked once. Every value is checked; the
+ * program exits with status 1 if one is wrong.
  *
  * Build: part of the mtsarray build (MTSARRAY_BUILD_EXAMPLES=ON), or
  * standalone with examples/CMakeLists.txt and find_package(mtsarray).
@@ -245,16 +246,26 @@ int main(void) {
         {.sample_in = 1, .sample_out = 1, .properties_start_in = 0, .properties_start_out = 0,
          .properties_length = 1},
     };
-    CHECK(selected.move_data(selected.ptr, forces_array.ptr, movements, 2));
-    CHECK(mtsarray_synchronize(&selected)); /* a no-op on the CPU, needed on GPUs */
+    /* The same gather at every MD step: a plan checks the movements once,
+     * then each step only copies (on the selected array's stream). */
+    mtsarray_move_plan_t* gather = NULL;
+    CHECK(mtsarray_move_plan_create(&selected, &forces_array, movements, 2, &gather));
     void* selected_data = NULL;
     CHECK(mtsarray_data(&selected, &selected_data));
     const double* gathered = (const double*)selected_data;
-    for (int x = 0; x < 3; x++) {
-        expect_equal(gathered[x], forces[3 * 4 + x], "gathered force", 4, x);
-        expect_equal(gathered[3 + x], forces[3 * 1 + x], "gathered force", 1, x);
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < 3 * N_ATOMS; i++) {
+            forces[i] = 0.5 * forces[i] + step; /* the MD code's new forces, in place */
+        }
+        CHECK(mtsarray_move_plan_execute(gather, &selected, &forces_array));
+        CHECK(mtsarray_synchronize(&selected)); /* a no-op on the CPU, needed on GPUs */
+        for (int x = 0; x < 3; x++) {
+            expect_equal(gathered[x], forces[3 * 4 + x], "gathered force", 4, x);
+            expect_equal(gathered[3 + x], forces[3 * 1 + x], "gathered force", 1, x);
+        }
     }
-    printf("forces on atoms 4 and 1, gathered with move_data: (% .4f % .4f % .4f) (% .4f % .4f % .4f)\n",
+    CHECK(mtsarray_move_plan_free(gather));
+    printf("forces on atoms 4 and 1, gathered by a move plan: (% .4f % .4f % .4f) (% .4f % .4f % .4f)\n",
            gathered[0], gathered[1], gathered[2], gathered[3], gathered[4], gathered[5]);
     selected.destroy(selected.ptr);
 

@@ -26,6 +26,8 @@ program example_md
     type(DLDevice) :: device
     integer :: atom, xyz
     integer(c_int32_t) :: threads
+    type(c_ptr) :: plan
+    integer :: step
 
     print '(a, a)', "mtsarray ", mtsarray_version()
 
@@ -89,6 +91,32 @@ program example_md
             call expect(all(forces(:, atom) == 0.0d0), "other atoms untouched")
         end if
     end do
+
+    ! ---- the same gather every step: a movement plan, checked once ----------------
+    movements(1) = mts_data_movement_t(4, 0, 0, 0, 3)
+    movements(2) = mts_data_movement_t(1, 1, 0, 0, 3)
+    movements(3) = mts_data_movement_t(2, 2, 0, 0, 3)
+    call check(mtsarray_move_plan_create(neighbours, positions_array, movements, plan), "move_plan_create")
+    do step = 1, 3
+        positions(1, 5) = real(step, c_double)
+        call check(mtsarray_move_plan_execute(plan, neighbours, positions_array), "move_plan_execute")
+        call check(mtsarray_data(neighbours, data), "data")
+        call c_f_pointer(data, gathered, [3, 3])
+        call expect(all(gathered(:, 1) == positions(:, 5)), "the plan gathers atom 5 at every step")
+    end do
+    positions(1, 5) = 51.0d0
+    ! an output with more samples (C shape [5, 3]) than the plan was made for
+    call check(mtsarray_zeros(scratch, MTSARRAY_FLOAT64, [3, 5]), "zeros")
+    call check(mtsarray_move_plan_execute(plan, scratch, positions_array), "move_plan_execute, 5 samples")
+    call check(mtsarray_data(scratch, data), "data")
+    call c_f_pointer(data, gathered, [3, 5])
+    call expect(all(gathered(:, 1) == positions(:, 5)) .and. all(gathered(:, 4:5) == 0.0d0), &
+                "a plan runs on an output with more samples")
+    call mtsarray_destroy(scratch)
+    call expect(mtsarray_move_plan_execute(plan, neighbours, scratch) /= MTS_SUCCESS, &
+                "a plan refuses an empty input handle")
+    call check(mtsarray_move_plan_free(plan), "move_plan_free")
+    call expect(.not. c_associated(plan), "a freed plan is null")
 
     ! ---- filled arrays of every dtype -------------------------------------------
     call check(mtsarray_full(scratch, [4, 2], 1.5_c_float), "full float32")

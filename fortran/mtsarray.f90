@@ -98,6 +98,7 @@ module mtsarray
     public :: mtsarray_set_stream, mtsarray_get_stream, mtsarray_synchronize, mtsarray_data
     public :: mtsarray_shape, mtsarray_dtype, mtsarray_device, mtsarray_move_data, mtsarray_copy
     public :: mtsarray_is_mtsarray, mtsarray_destroy, mtsarray_copy_into
+    public :: mtsarray_move_plan_create, mtsarray_move_plan_execute, mtsarray_move_plan_free
     public :: mtsarray_backend_available, mtsarray_backend_unavailable_reason
     public :: mtsarray_last_error, mtsarray_version
     public :: mtsarray_set_num_threads, mtsarray_get_num_threads
@@ -155,6 +156,34 @@ module mtsarray
             import :: mts_array_t, c_int32_t
             type(mts_array_t), intent(in) :: destination
             type(mts_array_t), intent(in) :: source
+            integer(c_int32_t) :: status
+        end function
+
+        !> move_data of a movement plan (see mtsarray_move_plan_create) from
+        !> `input` into `output`, queued on output's stream. `plan` is a c_ptr.
+        function mtsarray_move_plan_execute(plan, output, input) bind(c, name="mtsarray_move_plan_execute") &
+                result(status)
+            import :: c_ptr, mts_array_t, c_int32_t
+            type(c_ptr), value :: plan
+            type(mts_array_t), intent(in) :: output
+            type(mts_array_t), intent(in) :: input
+            integer(c_int32_t) :: status
+        end function
+
+        function c_move_plan_create(output, input, movements, count, plan) bind(c, name="mtsarray_move_plan_create") &
+                result(status)
+            import :: mts_array_t, mts_data_movement_t, c_size_t, c_ptr, c_int32_t
+            type(mts_array_t), intent(in) :: output
+            type(mts_array_t), intent(in) :: input
+            type(mts_data_movement_t), intent(in) :: movements(*)
+            integer(c_size_t), value :: count
+            type(c_ptr), intent(out) :: plan
+            integer(c_int32_t) :: status
+        end function
+
+        function c_move_plan_free(plan) bind(c, name="mtsarray_move_plan_free") result(status)
+            import :: c_ptr, c_int32_t
+            type(c_ptr), value :: plan
             integer(c_int32_t) :: status
         end function
 
@@ -487,6 +516,37 @@ contains
         call c_f_procpointer(output%move_data, callback)
         packed(1:size(movements)) = movements
         status = callback(output%ptr, input%ptr, packed, size(movements, kind=c_size_t))
+    end function
+
+    !> A movement plan: `movements` (C 0-based indices) checked once for
+    !> arrays like `output` and `input`, then executed every step with
+    !> `mtsarray_move_plan_execute(plan, output, input)` on arrays of the same
+    !> dtype, device and trailing dimensions (the sample count, the LAST
+    !> Fortran dimension, may differ as long as every movement fits), and
+    !> released with `mtsarray_move_plan_free(plan)`. `plan` is c_null_ptr on
+    !> error.
+    function mtsarray_move_plan_create(output, input, movements, plan) result(status)
+        type(mts_array_t), intent(in) :: output
+        type(mts_array_t), intent(in) :: input
+        type(mts_data_movement_t), intent(in) :: movements(:)
+        type(c_ptr), intent(out) :: plan
+        integer(c_int32_t) :: status
+        ! contiguous, and on the heap: plans are made for long lists
+        type(mts_data_movement_t), allocatable :: packed(:)
+
+        allocate(packed(max(size(movements), 1)))
+        packed(1:size(movements)) = movements
+        plan = c_null_ptr
+        status = c_move_plan_create(output, input, packed, size(movements, kind=c_size_t), plan)
+    end function
+
+    !> Releases `plan` and sets it to c_null_ptr (a null plan is a no-op).
+    function mtsarray_move_plan_free(plan) result(status)
+        type(c_ptr), intent(inout) :: plan
+        integer(c_int32_t) :: status
+
+        status = c_move_plan_free(plan)
+        plan = c_null_ptr
     end function
 
     !> A deep copy of `array` on `device` (e.g. a GPU array brought to

@@ -208,6 +208,84 @@ MTSARRAY_EXPORT mts_status_t mtsarray_data(const mts_array_t* array, void** data
 MTSARRAY_EXPORT mts_status_t mtsarray_copy_into(const mts_array_t* destination, const mts_array_t* source);
 
 /**
+ * A movement plan: the movements of a move_data call checked once, for
+ * arrays shaped, typed and placed like the ones it was made for, then
+ * executed any number of times. An MD code exchanging the same halo rows
+ * every step, or a training loop gathering batches of one layout, pays the
+ * checks (and, on the CPU, the planning of the copy) once instead of at
+ * every call.
+ */
+typedef struct mtsarray_move_plan_t mtsarray_move_plan_t;
+
+/**
+ * Check `movements` (`movements_count` of them, read once; the plan keeps
+ * its own copy, so the list may be freed or changed afterwards) for
+ * `output` and `input` as move_data does, and make a plan of them in
+ * `*plan`, to be released with `mtsarray_move_plan_free`. `output` must be
+ * an mtsarray array; `input` may be any mts_array_t (another library's is
+ * read through its own as_dlpack), which the plan does not keep.
+ *
+ * Which arrays a plan accepts afterwards: the same dtype and device as
+ * `output` and `input` (the same device id), the same number of axes, the
+ * same component axes and the same number of properties as each; the
+ * number of samples (the first axis) may differ, as long as it is more
+ * than the highest `sample_out` of the movements for the output and the
+ * highest `sample_in` for the input (any number, 0 included, for a plan of
+ * no movements).
+ *
+ * On host memory (kDLCPU, kDLCUDAHost, kDLCUDAManaged, kDLROCMHost), the
+ * plan also decides once how to copy: consecutive movements merged into
+ * runs, the single copy of movements that form one run, and the split
+ * between threads for the current thread count (`mtsarray_set_num_threads`;
+ * a later change of the count is followed at execution).
+ *
+ * Errors (no plan is made): NULL arguments (`movements` may be NULL when
+ * `movements_count` is 0), an output that is not an mtsarray array, another
+ * dtype or device, other component axes, fewer than two axes, a movement
+ * out of range (named by its index and field), an invalid thread count in
+ * the environment (host memory), out of host memory.
+ */
+MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_create(const mts_array_t* output, const mts_array_t* input,
+                                                      const mts_data_movement_t* movements,
+                                                      uintptr_t movements_count, mtsarray_move_plan_t** plan);
+
+/**
+ * The same effect as `output.move_data(output.ptr, input.ptr, movements,
+ * movements_count)` with the plan's movements, on any arrays the plan
+ * accepts (see `mtsarray_move_plan_create`): `output` must be an mtsarray
+ * array, `input` may be any mts_array_t. Movements that write the same
+ * output element, and arrays sharing memory, behave as in move_data.
+ *
+ * Streams: as move_data, the copy is queued on `output`'s work stream,
+ * which first waits (on the device) for the work queued on `input`'s. On
+ * host memory the copy is done when the call returns, and no movement is
+ * checked again. On a GPU the execution is the backend's move_data on the
+ * plan's checked copy of the movements, with move_data's host work and
+ * waits: its table is built on the host and uploaded on `output`'s stream
+ * at each execution, and nothing the plan owns is read by the queued work.
+ * An execution may be captured in a CUDA graph wherever move_data may.
+ *
+ * Thread safety: a plan is never modified by an execution: any number of
+ * threads may execute one plan at once, each on its own output.
+ *
+ * Errors (nothing is written): NULL arguments, an output that is not an
+ * mtsarray array, arrays the plan does not accept (another dtype, device,
+ * component axes or properties, too few samples), an input whose export
+ * fails, an invalid thread count in the environment.
+ */
+MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_execute(const mtsarray_move_plan_t* plan, const mts_array_t* output,
+                                                       const mts_array_t* input);
+
+/**
+ * Release `plan` (NULL is a no-op). Executions already queued on a GPU
+ * stream do not read the plan's memory (see `mtsarray_move_plan_execute`),
+ * so the plan may be freed right after its last execution returns; on
+ * host memory executions are finished when they return. A plan must not be
+ * freed while another thread is executing it.
+ */
+MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_free(mtsarray_move_plan_t* plan);
+
+/**
  * `*result` is true when `array` was made by mtsarray and is still alive,
  * including the borrowed views libmetatensor hands out (destroy = NULL).
  */

@@ -226,6 +226,64 @@ private:
     mts_array_t array_ = {};
 };
 
+/// A movement plan (mtsarray_move_plan_create): the movements of a
+/// move_data call checked once, then executed on any arrays shaped, typed
+/// and placed like the ones it was made for (the sample counts may differ
+/// as far as the movements allow). Move-only; freed with the object.
+class MovePlan {
+public:
+    /// Checks `movements` for `output` and `input` and keeps a copy of them.
+    MovePlan(const Array& output, const mts_array_t& input, const std::vector<mts_data_movement_t>& movements)
+        : MovePlan(output, input, movements.data(), movements.size()) {}
+    MovePlan(const Array& output, const Array& input, const std::vector<mts_data_movement_t>& movements)
+        : MovePlan(output, input.get(), movements.data(), movements.size()) {}
+    MovePlan(const Array& output, const mts_array_t& input, const mts_data_movement_t* movements, uintptr_t count) {
+        if (!output.has_value()) {
+            throw Error("mtsarray::MovePlan: the output Array is empty (moved from or released)");
+        }
+        details::check(mtsarray_move_plan_create(&output.get(), &input, movements, count, &plan_));
+    }
+
+    ~MovePlan() { reset(); }
+    MovePlan(const MovePlan&) = delete;
+    MovePlan& operator=(const MovePlan&) = delete;
+    MovePlan(MovePlan&& other) noexcept : plan_(other.plan_) { other.plan_ = nullptr; }
+    MovePlan& operator=(MovePlan&& other) noexcept {
+        if (this != &other) {
+            reset();
+            plan_ = other.plan_;
+            other.plan_ = nullptr;
+        }
+        return *this;
+    }
+
+    /// move_data of the plan's movements from `input` into `output`, queued
+    /// on the output's stream (mtsarray_move_plan_execute). Thread-safe.
+    void execute(Array& output, const mts_array_t& input) const {
+        if (plan_ == nullptr) {
+            throw Error("mtsarray::MovePlan: this plan is empty (moved from)");
+        }
+        if (!output.has_value()) {
+            throw Error("mtsarray::MovePlan: the output Array is empty (moved from or released)");
+        }
+        details::check(mtsarray_move_plan_execute(plan_, &output.get(), &input));
+    }
+    void execute(Array& output, const Array& input) const { execute(output, input.get()); }
+
+    /// The C plan, still owned by this object (NULL once moved from).
+    const mtsarray_move_plan_t* get() const noexcept { return plan_; }
+
+private:
+    void reset() noexcept {
+        if (plan_ != nullptr) {
+            (void)mtsarray_move_plan_free(plan_);
+            plan_ = nullptr;
+        }
+    }
+
+    mtsarray_move_plan_t* plan_ = nullptr;
+};
+
 /// A metatensor::TensorBlock whose values are `values` (metatensor.hpp's
 /// TensorBlock constructor only takes its own DataArrayBase; this goes
 /// through the C API instead). The block owns the array.

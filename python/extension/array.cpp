@@ -389,6 +389,58 @@ void Array::move_data(const Array& input, nb::handle movements) {
     }
 }
 
+void Array::copy_from(nb::handle source) {
+    auto copy = [this](const Array& from) {
+        mts_status_t status;
+        {
+            Busy output_busy(*this);
+            Busy input_busy(from);
+            nb::gil_scoped_release release;
+            status = mtsarray_copy_into(&raw_, &from.raw_);
+        }
+        check(status);
+    };
+    if (nb::isinstance<Array>(source)) {
+        copy(nb::cast<const Array&>(source));
+        return;
+    }
+    if (!PyCapsule_CheckExact(source.ptr()) && !nb::hasattr(source, "__dlpack__")) {
+        raise(PyExc_TypeError, "copy_from: expected an MtsArray or an object speaking DLPack (NumPy, PyTorch, "
+                               "CuPy, ...), got " + nb::cast<std::string>(nb::str(source.type().attr("__name__"))));
+    }
+    // a zero-copy view of the producer's data (a copy on its device when it
+    // is strided), copied from there
+    copy(from_dlpack(source, nb::none()));
+}
+
+mtsarray_move_plan_t* Array::create_move_plan(const Array& input, nb::handle movements) const {
+    Movements moves(movements);
+    mtsarray_move_plan_t* plan = nullptr;
+    mts_status_t status;
+    {
+        Busy output_busy(*this);
+        Busy input_busy(input);
+        nb::gil_scoped_release release;
+        status = mtsarray_move_plan_create(&raw_, &input.raw_, moves.data(), moves.count(), &plan);
+    }
+    if (status != MTS_SUCCESS) {
+        moves.raise_if_negative();
+        raise_last_error();
+    }
+    return plan;
+}
+
+void Array::execute_move_plan(const mtsarray_move_plan_t* plan, const Array& input) {
+    mts_status_t status;
+    {
+        Busy output_busy(*this);
+        Busy input_busy(input);
+        nb::gil_scoped_release release;
+        status = mtsarray_move_plan_execute(plan, &raw_, &input.raw_);
+    }
+    check(status);
+}
+
 double Array::time_move_data(const Array& input, nb::handle movements, int64_t iterations) {
     Movements moves(movements);
     if (iterations < 1) {

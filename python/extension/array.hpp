@@ -20,6 +20,8 @@
 #include <metatensor.h>
 #include <nanobind/nanobind.h>
 
+#include "mtsarray.h"
+
 namespace mtsarray_python {
 
 class Array {
@@ -54,6 +56,14 @@ public:
     void synchronize() const;
     Array copy(nanobind::handle device) const;
     void move_data(const Array& input, nanobind::handle movements);
+    /// mtsarray_copy_into(this, source): `source` an MtsArray, or any
+    /// object speaking DLPack (read through a zero-copy import).
+    void copy_from(nanobind::handle source);
+    /// mtsarray_move_plan_create for this output, `input` and `movements`
+    /// (read as move_data reads them); the caller owns the plan.
+    mtsarray_move_plan_t* create_move_plan(const Array& input, nanobind::handle movements) const;
+    /// mtsarray_move_plan_execute(plan, this, input), the GIL released.
+    void execute_move_plan(const mtsarray_move_plan_t* plan, const Array& input);
     void reshape(nanobind::handle shape);
     void swap_axes(int64_t axis_1, int64_t axis_2);
 

@@ -1,5 +1,6 @@
 #include "functions.hpp"
 
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -162,6 +163,26 @@ bool backend_available(nb::handle device_type) {
     bool available = false;
     check(mtsarray_backend_available(parse_device_type(device_type), &available));
     return available;
+}
+
+void set_num_threads(int64_t count) {
+    if (count < INT32_MIN || count > INT32_MAX) {
+        raise_error("mtsarray_set_num_threads: count = " + std::to_string(count) +
+                    " is out of range: host work may use between 1 and 4096 threads");
+    }
+    mts_status_t status;
+    {
+        // waits for nothing, but a pool being resized may take a moment
+        nb::gil_scoped_release release;
+        status = mtsarray_set_num_threads(static_cast<int32_t>(count));
+    }
+    check(status);
+}
+
+int32_t get_num_threads() {
+    int32_t count = 0;
+    check(mtsarray_get_num_threads(&count));
+    return count;
 }
 
 std::string backend_unavailable_reason(nb::handle device_type) {

@@ -10,10 +10,12 @@
 #include "array.hpp"
 #include "errors.hpp"
 #include "functions.hpp"
+#include "move_plan.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 using mtsarray_python::Array;
+using mtsarray_python::MovePlan;
 
 namespace {
 
@@ -82,6 +84,45 @@ on the CPU the last one.
     negative number.
 :raises mtsarray.Error: a movement out of range, another dtype, device or
     component shape.)";
+
+constexpr const char* copy_from_doc = R"(Copy every element of ``source`` into this array (``mtsarray_copy_into``).
+
+``source`` has this array's dtype and shape, on any device mtsarray serves;
+the copy is queued on this array's stream after the work pending on both.
+Nothing is allocated on this array's device: a buffer made once (a batch
+on the GPU, a page-locked staging array) can be refilled every step. The
+call waits only when this array is in host memory (until the bytes are
+there).
+
+:param source: an MtsArray, or any object speaking DLPack (NumPy, PyTorch,
+    CuPy, ...), read through a zero-copy import (a copy on its own device
+    when it is not C-contiguous).
+:raises TypeError: ``source`` does not speak DLPack.
+:raises mtsarray.Error: another dtype or shape, a device that can not be
+    used.)";
+
+constexpr const char* move_plan_doc = R"(A movement plan: the movements of :meth:`MtsArray.move_data` checked once,
+then executed every step with ``plan(output, input)``.
+
+``MovePlan(output, input, movements)`` checks ``movements`` (read like
+move_data's; the plan keeps its own copy) for arrays shaped, typed and
+placed like ``output`` and ``input``. Calling the plan does what
+``output.move_data(input, movements)`` does, without checking a movement
+again, on any arrays with the same dtype and device, the same dimensions
+after the first, and at least as many samples (first dimension) as the
+movements reach: one more than their highest ``sample_out`` for the output,
+``sample_in`` for the input. On the CPU the plan also decides once how to
+copy (runs of consecutive movements, the split between threads).
+
+Streams are those of move_data: the copy is queued on the output's stream,
+after the input's pending work. A plan may be called from several threads
+at once, each with its own output.
+
+:raises TypeError: ``movements`` are not integers.
+:raises ValueError: ``movements`` do not have the shape (N, 5), or hold a
+    negative number.
+:raises mtsarray.Error: a movement out of range, another dtype, device or
+    component shape; when called: arrays the plan does not accept.)";
 
 constexpr const char* from_dlpack_doc = R"(Make an MtsArray from any object speaking DLPack.
 
@@ -202,6 +243,8 @@ NB_MODULE(_mtsarray, m) {
         .def("move_data", &Array::move_data, "input"_a, "movements"_a.none(),
              nb::sig("def move_data(self, input: MtsArray, movements: numpy.typing.ArrayLike) -> None"),
              move_data_doc)
+        .def("copy_from", &Array::copy_from, "source"_a,
+             nb::sig("def copy_from(self, source: object) -> None"), copy_from_doc)
         .def("reshape", &Array::reshape, "shape"_a,
              nb::sig("def reshape(self, shape: int | collections.abc.Sequence[int]) -> None"),
              "Change the shape in place (metatensor's ``reshape``): same number of elements, same data. "
@@ -220,6 +263,21 @@ NB_MODULE(_mtsarray, m) {
         .def("__dlpack_device__", &Array::dlpack_device,
              nb::sig("def __dlpack_device__(self) -> tuple[DLDeviceType, int]"),
              "The array's device as DLPack ``(device_type, device_id)`` (array API standard 2024.12).");
+
+    nb::class_<MovePlan>(m, "MovePlan", move_plan_doc)
+        .def(nb::init<const Array&, const Array&, nb::handle>(), "output"_a, "input"_a, "movements"_a.none(),
+             nb::sig("def __init__(self, output: MtsArray, input: MtsArray, movements: numpy.typing.ArrayLike) "
+                     "-> None"))
+        .def("__call__", &MovePlan::execute, "output"_a, "input"_a,
+             "``output.move_data(input, movements)`` with the plan's movements.");
+
+    m.def("set_num_threads", &mtsarray_python::set_num_threads, "count"_a,
+          "Use up to ``count`` threads (the calling one included) for work on host memory "
+          "(``mtsarray_set_num_threads``): copies, fills, move_data of 1 MiB and more. One thread behaves "
+          "exactly like the serial code. Raises mtsarray.Error unless 1 <= count <= 4096.");
+    m.def("get_num_threads", &mtsarray_python::get_num_threads,
+          "The number of threads host-memory work may use: set by :func:`set_num_threads`, else "
+          "``MTSARRAY_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the CPUs this process may run on.");
 
     m.def("zeros", &mtsarray_python::zeros, "shape"_a, "dtype"_a = "float64", "device"_a = "cpu",
           nb::sig("def zeros(shape: int | collections.abc.Sequence[int], dtype: numpy.typing.DTypeLike = 'float64', "

@@ -88,6 +88,17 @@ struct MoveScan {
     size_t begin;           // the first movement of the part scanned
 };
 
+/// What a backend keeps of movements checked once and executed many times
+/// (a reusable plan, mtsarray_move_plan_t): its own form of them, ready to
+/// run (the CPU's runs and thread split; a GPU's table in device memory).
+/// Made by the backend for one plan, owned by that plan, and destroyed when
+/// the plan is freed; a backend whose queued work still reads it releases
+/// that memory in stream order from its destructor.
+class BackendMovePlan {
+public:
+    virtual ~BackendMovePlan() = default;
+};
+
 /// A plan borrows the caller's movements: it lives inside one move_data call.
 class MovePlan {
 public:

@@ -399,4 +399,106 @@ void move_data(void* output, const void* input, const MovePlan& caller_plan) {
     }
 }
 
+MoveSummary check_into(const MovePlan& plan, mts_data_movement_t* copy) {
+    if (plan.movements_count() == 0) {
+        return {0, true, false};
+    }
+    return validate_into(plan, copy);
+}
+
+CheckedMoves plan_checked_copy(const MovePlan& plan, const MoveSummary& summary) {
+    CheckedMoves checked;
+    checked.summary = summary;
+    if (plan.trivially_empty() || summary.one_run) {
+        return checked;  // nothing to copy, or one copy: nothing to decide
+    }
+    const size_t count = plan.movements_count();
+    checked.merge = count > short_list_movements && movements_merge(plan);
+    checked.disjoint = outputs_disjoint(plan, summary);
+    checked.threads = threads_for(summary.bytes);
+    checked.split = choose_split(plan, summary, checked.threads);
+    if (checked.split == MoveDataSplit::byte_pieces ||
+        (checked.split == MoveDataSplit::serial && checked.merge)) {
+        plan.for_each_run([&](const MoveRun& run) { checked.runs.push_back(run); });
+        checked.has_runs = true;
+    }
+    return checked;
+}
+
+void move_checked(void* output, const void* input, const MovePlan& plan, const CheckedMoves& checked) {
+    if (plan.trivially_empty()) {
+        return;
+    }
+    const size_t threads = threads_for(checked.summary.bytes);
+    fault_injection::check("move_data");
+    const Arrays arrays = arrays_of(output, input, plan, checked.summary.bytes);
+    if (checked.summary.one_run) {
+        const MoveRun run = plan.single_run();
+        if (run.bytes == 0) {
+            return;
+        }
+        if (threads <= 1) {
+            return copy_run(arrays, run);
+        }
+        return copy_runs_in_byte_pieces(arrays, {run}, threads);
+    }
+    MoveDataSplit split = checked.split;
+    if (threads != checked.threads) {
+        // the thread count changed since the plan was made: choose_split()'s
+        // rule, on what was learned then
+        split = threads <= 1 || !checked.disjoint ? MoveDataSplit::serial
+                : plan.movements_count() >= threads * min_block_movements ? MoveDataSplit::movement_blocks
+                                                                           : MoveDataSplit::byte_pieces;
+    }
+    switch (split) {
+    case MoveDataSplit::serial:
+        if (checked.merge && checked.has_runs) {
+            for (const MoveRun& run : checked.runs) {
+                copy_run(arrays, run);
+            }
+            return;
+        }
+        if (!checked.merge && plan.movements_count() <= few_movements) {
+            return copy_few_movements(arrays, plan, &plan.movement(0), plan.movements_count());
+        }
+        return copy_plan(arrays, plan, checked.merge);
+    case MoveDataSplit::movement_blocks: return copy_in_movement_blocks(arrays, plan, threads, checked.merge);
+    case MoveDataSplit::byte_pieces:
+        if (checked.has_runs) {
+            return copy_runs_in_byte_pieces(arrays, checked.runs, threads);
+        }
+        return copy_in_byte_pieces(arrays, plan, threads);
+    }
+}
+
+namespace {
+template <size_t Bytes>
+void copy_rows_of(unsigned char* destination, const unsigned char* source, uint64_t bytes, uint64_t rows,
+                  uint64_t output_row_stride, uint64_t input_row_stride) {
+    if constexpr (Bytes != 0) {
+        (void)bytes;
+        copy_fixed_rows<Bytes>(destination, source, rows, output_row_stride, input_row_stride);
+    } else {
+        copy_rows(destination, source, bytes, rows, output_row_stride, input_row_stride);
+    }
+}
+}  // namespace
+
+RowsCopy rows_copy_for(uint64_t bytes) noexcept {
+    switch (bytes) {  // copy_run()'s widths
+    case 1: return copy_rows_of<1>;
+    case 2: return copy_rows_of<2>;
+    case 4: return copy_rows_of<4>;
+    case 8: return copy_rows_of<8>;
+    case 12: return copy_rows_of<12>;
+    case 16: return copy_rows_of<16>;
+    case 24: return copy_rows_of<24>;
+    case 32: return copy_rows_of<32>;
+    case 64: return copy_rows_of<64>;
+    case 128: return copy_rows_of<128>;
+    case 256: return copy_rows_of<256>;
+    default: return copy_rows_of<0>;
+    }
+}
+
 }  // namespace mtsarray::detail::cpu

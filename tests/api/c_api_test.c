@@ -102,6 +102,23 @@ int main(void) {
     }
     tensor->deleter(tensor);
 
+    /* a movement plan: the same move into zeros, then refused on a shorter input */
+    {
+        mtsarray_move_plan_t* plan = NULL;
+        const double expected[6] = {0.0, 3.0, 4.0, 0.0, 0.0, 0.0};
+        CHECK(mtsarray_move_plan_create(&zeros, &wrapped, &movement, 1, &plan) == MTS_SUCCESS && plan != NULL);
+        CHECK(mtsarray_move_plan_execute(plan, &zeros, &wrapped) == MTS_SUCCESS);
+        CHECK(zeros.as_dlpack(zeros.ptr, &tensor, cpu, NULL, version) == MTS_SUCCESS);
+        for (i = 0; i < 6; i++) {
+            CHECK(((const double*)tensor->dl_tensor.data)[i] == expected[i]);
+        }
+        tensor->deleter(tensor);
+        CHECK(mtsarray_move_plan_execute(plan, &zeros, &full) == MTS_SUCCESS);
+        CHECK(mtsarray_move_plan_execute(NULL, &zeros, &wrapped) == MTS_CALLBACK_ERROR);
+        CHECK(mtsarray_move_plan_free(plan) == MTS_SUCCESS);
+        CHECK(mtsarray_move_plan_free(NULL) == MTS_SUCCESS);
+    }
+
     /* an error path: wrong number of elements */
     shape[0] = 4;
     CHECK(zeros.reshape(zeros.ptr, shape, 2) == MTS_CALLBACK_ERROR);

@@ -39,12 +39,15 @@ _load_libmetatensor()
 from ._mtsarray import (  # noqa: E402
     DLDeviceType,
     Error,
+    MovePlan,
     MtsArray,
     _library_version,
     backend_available,
     backend_unavailable_reason,
     from_dlpack,
     full,
+    get_num_threads,
+    set_num_threads,
     zeros,
 )
 from ._metatensor import tensormap_to  # noqa: E402  (registers the array wrapper)
@@ -52,7 +55,7 @@ from ._metatensor import tensormap_to  # noqa: E402  (registers the array wrappe
 __version__: str = _library_version
 
 # errors and reprs say mtsarray.MtsArray, not mtsarray._mtsarray.MtsArray
-for _name in ("DLDeviceType", "Error", "MtsArray"):
+for _name in ("DLDeviceType", "Error", "MovePlan", "MtsArray"):
     globals()[_name].__module__ = __name__
 del _name
 
@@ -60,12 +63,15 @@ del _name
 __all__ = [
     "DLDeviceType",
     "Error",
+    "MovePlan",
     "MtsArray",
     "__version__",
     "backend_available",
     "backend_unavailable_reason",
     "from_dlpack",
     "full",
+    "get_num_threads",
+    "set_num_threads",
     "tensormap_to",
     "zeros",
 ]
