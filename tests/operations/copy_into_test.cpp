@@ -25,10 +25,13 @@ namespace {
 /// host memory types of the GPU backends compiled in.
 std::vector<DLDevice> copy_devices() {
     std::vector<DLDevice> devices = test_devices();
-#if MTSARRAY_HAS_CUDA
-    devices.push_back(DLDevice{kDLCUDAHost, 0});
-    devices.push_back(DLDevice{kDLCUDAManaged, 0});
-#endif
+    if (MTSARRAY_HAS_CUDA || simulated_gpu()) {
+        // a second GPU (peer copies; the simulated runtime has two), and
+        // the GPU's host memory types
+        devices.push_back(DLDevice{kDLCUDA, 1});
+        devices.push_back(DLDevice{kDLCUDAHost, 0});
+        devices.push_back(DLDevice{kDLCUDAManaged, 0});
+    }
 #if MTSARRAY_HAS_HIP
     devices.push_back(DLDevice{kDLROCMHost, 0});
 #endif
@@ -36,9 +39,10 @@ std::vector<DLDevice> copy_devices() {
 }
 
 std::string copy_device_name(DLDevice device) {
+    const std::string gpu = simulated_gpu() ? "sim" : "cuda";
     switch (device.device_type) {
-    case kDLCUDAHost: return "cudahost";
-    case kDLCUDAManaged: return "cudamanaged";
+    case kDLCUDAHost: return gpu + "host";
+    case kDLCUDAManaged: return gpu + "managed";
     case kDLROCMHost: return "rocmhost";
     default: return device_name(device);
     }
@@ -95,6 +99,17 @@ protected:
     void SetUp() override {
         MTSARRAY_SKIP_UNLESS_AVAILABLE(destination_device());
         MTSARRAY_SKIP_UNLESS_AVAILABLE(source_device());
+        for (DLDevice device : {destination_device(), source_device()}) {
+            // a machine with a single GPU has no peer to copy to
+            if (device.device_id > 0) {
+                mts_array_t probe = {};
+                const uintptr_t shape[1] = {1};
+                if (mtsarray_zeros(device, float64(), shape, 1, &probe) != MTS_SUCCESS) {
+                    GTEST_SKIP() << copy_device_name(device) << ": " << last_error();
+                }
+                probe.destroy(probe.ptr);
+            }
+        }
     }
     DLDevice destination_device() const { return std::get<0>(GetParam()); }
     DLDevice source_device() const { return std::get<1>(GetParam()); }
