@@ -1,10 +1,16 @@
 #include "cuda_baselines.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 #include <stdexcept>
 #include <string>
 
 #include <cub/device/device_memcpy.cuh>
+
+#include "base/move_plan.hpp"
+#include "cuda/cuda_runtime.hpp"
+#include "gpu/move_data.hpp"
 
 namespace bench {
 namespace {
@@ -119,6 +125,65 @@ void CubBatchedMemcpy::launch(cudaStream_t stream) const {
     BASELINE_CUDA(cub::DeviceMemcpy::Batched(temporary_, bytes, segments_.sources(), segments_.destinations(),
                                              segments_.sizes(), static_cast<int64_t>(segments_.count()),
                                              stream));
+}
+
+struct PreparedMoveKernel::State {
+    mtsarray::detail::gpu::MoveTableEntry* table = nullptr;
+    mtsarray::detail::gpu::MoveLaunchClasses launch;
+    uint64_t input_row_stride = 0;
+    uint64_t output_row_stride = 0;
+    bool narrow = false;
+};
+
+namespace {
+struct VectorTable {
+    std::vector<mtsarray::detail::gpu::MoveTableEntry> entries = std::vector<mtsarray::detail::gpu::MoveTableEntry>(1024);
+    mtsarray::detail::gpu::MoveTableEntry* data() { return entries.data(); }
+    size_t capacity() const { return entries.size(); }
+    void grow(size_t at_least) { entries.resize(std::max(at_least, 2 * entries.size())); }
+};
+}  // namespace
+
+PreparedMoveKernel::PreparedMoveKernel(const std::vector<uintptr_t>& output_shape,
+                                       const std::vector<uintptr_t>& input_shape, size_t element_size,
+                                       const std::vector<mts_data_movement_t>& movements)
+    : state_(new State()) {
+    using namespace mtsarray::detail::gpu;
+    const mtsarray::detail::MovePlan plan(output_shape, input_shape, element_size, movements.data(),
+                                          movements.size());
+    VectorTable table;
+    MoveTableSummary summary;
+    if (!build_move_table(plan, table, summary)) {
+        throw std::runtime_error("PreparedMoveKernel: a movement is out of range");
+    }
+    std::vector<MoveTableEntry> scratch;
+    state_->launch = classify_move_table(table.data(), summary, plan.input_row_stride(), plan.output_row_stride(),
+                                         mtsarray::detail::gpu::threads_per_block, max_blocks, scratch);
+    state_->input_row_stride = plan.input_row_stride();
+    state_->output_row_stride = plan.output_row_stride();
+    state_->narrow = narrow_offsets(summary.span);
+    entries_ = summary.entries;
+    blocks_ = state_->launch.blocks;
+    classes_ = state_->launch.count;
+    if (entries_ != 0) {
+        BASELINE_CUDA(cudaMalloc(&state_->table, entries_ * sizeof(MoveTableEntry)));
+        BASELINE_CUDA(cudaMemcpy(state_->table, table.data(), entries_ * sizeof(MoveTableEntry),
+                                 cudaMemcpyHostToDevice));
+    }
+}
+
+PreparedMoveKernel::~PreparedMoveKernel() {
+    cudaFree(state_->table);
+    delete state_;
+}
+
+void PreparedMoveKernel::launch(void* output, const void* input, cudaStream_t stream) const {
+    using namespace mtsarray::detail::gpu;
+    const MoveDataArguments arguments = move_data_arguments(state_->launch, input, output, state_->input_row_stride,
+                                                            state_->output_row_stride);
+    launch_move_data_with_device_table<mtsarray::detail::cuda::CudaRuntime>(stream, arguments, state_->table,
+                                                                           state_->launch.blocks, state_->narrow);
+    BASELINE_CUDA(cudaGetLastError());
 }
 
 }  // namespace bench

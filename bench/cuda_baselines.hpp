@@ -11,9 +11,11 @@
 // by one (cuda_cases.cpp: segments_of).
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include <cuda_runtime.h>
+#include <metatensor.h>
 
 namespace bench {
 
@@ -40,6 +42,31 @@ private:
     size_t* sizes_ = nullptr;
     size_t count_ = 0;
     size_t unit_bytes_ = 16;
+};
+
+/// mtsarray's own move_data kernel (src/gpu/move_data.hpp) on a table
+/// planned by the library's host code and uploaded once, at construction:
+/// what a reusable plan's execute queues, so that timing `launch` times the
+/// kernel alone, with no upload and nothing subtracted.
+class PreparedMoveKernel {
+public:
+    PreparedMoveKernel(const std::vector<uintptr_t>& output_shape, const std::vector<uintptr_t>& input_shape,
+                       size_t element_size, const std::vector<mts_data_movement_t>& movements);
+    ~PreparedMoveKernel();
+    PreparedMoveKernel(const PreparedMoveKernel&) = delete;
+    PreparedMoveKernel& operator=(const PreparedMoveKernel&) = delete;
+
+    void launch(void* output, const void* input, cudaStream_t stream) const;
+    size_t entries() const { return entries_; }
+    unsigned blocks() const { return blocks_; }
+    unsigned classes() const { return classes_; }
+
+private:
+    struct State;
+    State* state_ = nullptr;
+    size_t entries_ = 0;
+    unsigned blocks_ = 0;
+    unsigned classes_ = 0;
 };
 
 /// Queues the warp-per-segment kernel over `segments` on `stream`.

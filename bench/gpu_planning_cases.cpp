@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/launch_config.hpp"
 #include "gpu/move_data_table.hpp"
 #include "base/move_plan.hpp"
 
@@ -110,11 +111,18 @@ MovePlan plan_of(const PlanningCase& c, size_t element_size = ELEMENT_SIZE) {
     return MovePlan(c.output_shape, c.input_shape, element_size, c.movements.data(), c.movements.size());
 }
 
-/// What the GPU backend does on the host for `plan`: the table into `table`.
+/// What the GPU backend does on the host for `plan`: the table into
+/// `table`, then sorted by size class when it mixes several (the check of
+/// the table reads the entries in any order).
 void build(const PlanningCase& c, const MovePlan& plan, ReusedTable& table, MoveTableSummary& summary) {
     if (!build_move_table(plan, table, summary)) {
         throw std::runtime_error("gpu planning " + c.name + ": a movement was refused");
     }
+    static thread_local std::vector<MoveTableEntry> scratch;
+    auto classes = mtsarray::detail::gpu::classify_move_table(
+        table.data(), summary, plan.input_row_stride(), plan.output_row_stride(),
+        mtsarray::detail::gpu::threads_per_block, mtsarray::detail::gpu::max_blocks, scratch);
+    clobber(&classes);
 }
 
 Row run_planning(const Options& options, const PlanningCase& c) {

@@ -259,11 +259,13 @@ MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_create(const mts_array_t* output
  * Streams: as move_data, the copy is queued on `output`'s work stream,
  * which first waits (on the device) for the work queued on `input`'s. On
  * host memory the copy is done when the call returns, and no movement is
- * checked again. On a GPU the execution is the backend's move_data on the
- * plan's checked copy of the movements, with move_data's host work and
- * waits: its table is built on the host and uploaded on `output`'s stream
- * at each execution, and nothing the plan owns is read by the queued work.
- * An execution may be captured in a CUDA graph wherever move_data may.
+ * checked again. On a GPU the plan keeps its table in device memory,
+ * uploaded once when it is made (on `output`'s stream then): an execution
+ * is one kernel launch, with no host-to-device transfer, no allocation and
+ * no host wait, and it may be captured in a CUDA graph (the graph replays
+ * it; the plan must outlive the graph, as the arrays must). Arrays that
+ * share memory go through move_data's snapshot instead. Plans are made
+ * outside graph capture.
  *
  * Thread safety: a plan is never modified by an execution: any number of
  * threads may execute one plan at once, each on its own output.
@@ -277,11 +279,13 @@ MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_execute(const mtsarray_move_plan
                                                        const mts_array_t* input);
 
 /**
- * Release `plan` (NULL is a no-op). Executions already queued on a GPU
- * stream do not read the plan's memory (see `mtsarray_move_plan_execute`),
- * so the plan may be freed right after its last execution returns; on
- * host memory executions are finished when they return. A plan must not be
- * freed while another thread is executing it.
+ * Release `plan` (NULL is a no-op), in stream order: a GPU plan's table
+ * is given back once every execution queued so far has run (without
+ * blocking the caller), so the plan may be freed right after its last
+ * execution returns; on host memory executions are finished when they
+ * return. A plan must not be freed while another thread is executing it,
+ * nor while a CUDA graph that captured one of its executions may still be
+ * launched.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_free(mtsarray_move_plan_t* plan);
 

@@ -17,6 +17,7 @@
 #include <metatensor.h>
 
 #include "base/allocator.hpp"
+#include "base/error.hpp"
 #include "base/move_plan.hpp"
 #include "base/stream.hpp"
 
@@ -59,6 +60,34 @@ public:
     /// (a host pointer) to `data`.
     virtual void fill(const Stream& stream, void* data, size_t count, const void* value,
                       size_t element_size) const = 0;
+
+    /// A reusable plan's form on this backend (mtsarray_move_plan_t):
+    /// `plan` holds movements already checked (the plan's own copy), for
+    /// arrays on `stream`'s device; any work it needs (an upload of a
+    /// table) is queued on `stream`. nullptr: this backend has no form of
+    /// its own, and executions call move_data. The result is owned by the
+    /// reusable plan, which may outlive `stream`'s arrays.
+    virtual std::unique_ptr<const BackendMovePlan> prepare_move_plan(const Stream& stream,
+                                                                     const MovePlan& plan) const {
+        (void)stream;
+        (void)plan;
+        return nullptr;
+    }
+
+    /// What move_data(stream, output, input, input_stream, <the plan>)
+    /// does, for a `prepared` this backend made, with arrays that match the
+    /// plan (the caller checked them): no movement is read, nothing is
+    /// validated. Thread-safe; `prepared` must outlive every graph that
+    /// captured the call.
+    virtual void execute_move_plan(const Stream& stream, void* output, const void* input,
+                                   const Stream& input_stream, const BackendMovePlan& prepared) const {
+        (void)stream;
+        (void)output;
+        (void)input;
+        (void)input_stream;
+        (void)prepared;
+        throw Error(std::string("the ") + name() + " backend has no prepared move plans");
+    }
 
     /// Copies `bytes` bytes between two buffers of the same device.
     virtual void copy(const Stream& stream, void* destination, const void* source,

@@ -195,6 +195,49 @@ struct CudaRuntime {
     }
     static void free_managed(void* data) noexcept { MTSARRAY_CUDA_CHECK_NOTHROW(cudaFree(data)); }
 
+    /// Device memory outside any stream order (usable by every stream at
+    /// once): for memory a captured graph owns. Potentially unsafe during a
+    /// capture: call it in the Relaxed capture mode. The free waits for the
+    /// device (deferred-work thread only).
+    static void* allocate_device(size_t bytes) {
+        void* data = nullptr;
+        gpu::check_allocation<CudaErrors>(cudaMalloc(&data, bytes), "cudaMalloc", bytes, __FILE__, __LINE__);
+        return data;
+    }
+    static void free_device(void* data) noexcept { MTSARRAY_CUDA_CHECK_NOTHROW(cudaFree(data)); }
+
+    /// Graphs can own host objects (cudaUserObjectCreate, CUDA 11.3).
+    static constexpr bool has_user_objects = true;
+    /// Makes the graph `stream` is capturing own `object`: `release(object)`
+    /// runs once the graph and all its launches are gone, from a thread of
+    /// the driver's (it must make no CUDA call). When this throws,
+    /// `release(object)` has run.
+    static void retain_with_graph(StreamHandle stream, void (*release)(void*), void* object) {
+        cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+        cudaGraph_t graph = nullptr;
+        cudaUserObject_t user_object = nullptr;
+        cudaError_t error = cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph);
+        if (error == cudaSuccess && (status != cudaStreamCaptureStatusActive || graph == nullptr)) {
+            error = cudaErrorStreamCaptureUnmatched;
+        }
+        if (error == cudaSuccess) {
+            error = cudaUserObjectCreate(&user_object, object, release, 1, cudaUserObjectNoDestructorSync);
+        }
+        if (error != cudaSuccess) {
+            release(object);  // never owned by a graph
+            MTSARRAY_CUDA_CHECK(error);
+        }
+        // the graph takes over the one reference
+        const cudaError_t retained = cudaGraphRetainUserObject(graph, user_object, 1, cudaGraphUserObjectMove);
+        if (retained != cudaSuccess) {
+            (void)cudaGetLastError();
+            // dropping the last reference runs `release`: the object is
+            // freed, and the error reported
+            (void)cudaUserObjectRelease(user_object, 1);
+            MTSARRAY_CUDA_CHECK(retained);
+        }
+    }
+
     // ---- copies -----------------------------------------------------------
 
     static void copy_device_to_device_async(void* destination, const void* source, size_t bytes,

@@ -77,12 +77,14 @@
 // left alone; release_cached_memory trims ours.
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/backend.hpp"
@@ -261,38 +263,101 @@ public:
             return;
         }
 
-        MoveDataArguments arguments;
-        arguments.input = static_cast<const unsigned char*>(input);
-        arguments.output = static_cast<unsigned char*>(output);
-        arguments.input_row_stride = plan.input_row_stride();
-        arguments.output_row_stride = plan.output_row_stride();
-        size_t width = widest_unit_for(summary.alignment_bits);
-        width = std::min(width, alignment_of(output));
-        width = std::min(width, alignment_of(input));
-        arguments.team_log2 = team_log2_for(summary, width);
+        // the table sorted by size class (only when it mixes classes) and
+        // the blocks of each class
+        std::vector<MoveTableEntry> scratch;
+        const MoveLaunchClasses classes =
+            classify_move_table(storage.data(), summary, plan.input_row_stride(), plan.output_row_stride(),
+                                threads_per_block, max_blocks, scratch);
+        const MoveDataArguments arguments =
+            move_data_arguments(classes, input, output, plan.input_row_stride(), plan.output_row_stride());
+        const bool narrow = narrow_offsets(summary.span);
 
-        if (summary.entries <= inline_move_table_capacity || capture.active) {
-            // In kernel parameters, in slices when large: a captured graph
-            // keeps each slice in its kernel node, for every replay.
-            for (uint64_t first = 0; first < summary.entries; first += inline_move_table_capacity) {
-                arguments.entry_count = std::min<uint64_t>(inline_move_table_capacity, summary.entries - first);
-                launch_move_data<Runtime>(handle, arguments, storage.data() + first, width);
-                MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
-            }
+        if (summary.entries <= inline_move_table_capacity) {
+            launch_move_data<Runtime>(handle, arguments, storage.data(), summary.entries, classes.blocks, narrow);
+            MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
+            return;
+        }
+        if (capture.active) {
+            launch_captured(handle, device, storage.data(), summary, arguments, classes.blocks, narrow);
             return;
         }
 
         // Large table, already in page-locked memory: upload it on the stream
         // into stream-ordered device memory, launch, and free the table
         // behind the kernel. Nothing here waits for the device.
-        arguments.entry_count = summary.entries;
         const size_t table_bytes = summary.entries * sizeof(MoveTableEntry);
         void* table = Runtime::allocate_from_pool(table_bytes, device_state(device).pool(), handle);
         StreamOrderedFree table_owner(table, handle);
         Runtime::copy_host_to_device_async(table, storage.data(), table_bytes, handle);
         storage.release_after(handle);
-        launch_move_data_with_device_table<Runtime>(handle, arguments, static_cast<const MoveTableEntry*>(table), width);
+        launch_move_data_with_device_table<Runtime>(handle, arguments, static_cast<const MoveTableEntry*>(table),
+                                                    classes.blocks, narrow);
         MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
+    }
+
+    std::unique_ptr<const BackendMovePlan> prepare_move_plan(const Stream& stream,
+                                                             const MovePlan& plan) const override {
+        const StreamHandle handle = device_stream(stream, "move plan");
+        MTSARRAY_EXPECTS(plan.input_bytes() < max_move_array_bytes && plan.output_bytes() < max_move_array_bytes,
+                         "move_data on the GPU supports arrays of less than 1 TiB");
+        check_not_capturing(stream, "making a move plan");
+        const int device = stream.device().device_id;
+        DeviceGuard<Runtime> guard(device);
+        DeviceState& state = device_state(device);
+
+        TableStorage storage(state.staging, /*capturing=*/false, plan.movements_count());
+        MoveTableSummary summary;
+        if (!build_move_table(plan, storage, summary)) {
+            plan.validate();
+            throw Error("move plan: a movement is out of range");
+        }
+        std::vector<MoveTableEntry> scratch;
+        const MoveLaunchClasses classes =
+            classify_move_table(storage.data(), summary, plan.input_row_stride(), plan.output_row_stride(),
+                                threads_per_block, max_blocks, scratch);
+        auto prepared = std::make_unique<PreparedMovePlan>(*this, device, summary.entries);
+        prepared->classes = classes;
+        prepared->narrow = narrow_offsets(summary.span);
+        prepared->input_row_stride = plan.input_row_stride();
+        prepared->output_row_stride = plan.output_row_stride();
+        if (summary.entries != 0) {
+            // device memory outside any stream order, so that every stream
+            // may read it; the upload is ordered by the `ready` event
+            const size_t table_bytes = summary.entries * sizeof(MoveTableEntry);
+            prepared->table = static_cast<MoveTableEntry*>(Runtime::allocate_device(table_bytes));
+            Runtime::copy_host_to_device_async(prepared->table, storage.data(), table_bytes, handle);
+            storage.release_after(handle);
+            prepared->ready = std::make_unique<EventLease>(state.events.acquire());
+            Runtime::record_event(prepared->ready->get(), handle);
+        }
+        return prepared;
+    }
+
+    void execute_move_plan(const Stream& stream, void* output, const void* input, const Stream& input_stream,
+                           const BackendMovePlan& prepared) const override {
+        const auto* plan = dynamic_cast<const PreparedMovePlan*>(&prepared);
+        MTSARRAY_EXPECTS(plan != nullptr && plan->backend == this,
+                         std::string("move plan: the plan was not made by the ") + Runtime::name + " backend");
+        const StreamHandle handle = device_stream(stream, "move plan");
+        MTSARRAY_EXPECTS(stream.device().device_id == plan->device,
+                         "move plan: the plan was made for device " + std::to_string(plan->device) + ", not " +
+                             stream.describe());
+        DeviceGuard<Runtime> guard(plan->device);
+        wait(stream, input_stream);
+        if (plan->entries == 0) {
+            return;
+        }
+        const bool capturing = Runtime::capture_state(handle).active;
+        plan->wait_until_uploaded(handle, capturing);
+        const MoveDataArguments arguments = move_data_arguments(plan->classes, input, output,
+                                                                plan->input_row_stride, plan->output_row_stride);
+        launch_move_data_with_device_table<Runtime>(handle, arguments, plan->table, plan->classes.blocks,
+                                                    plan->narrow);
+        MTSARRAY_CHECK_LAUNCH(Errors, "move plan");
+        if (!capturing) {
+            plan->record_use(stream, handle);
+        }
     }
 
     void strided_copy(const Stream& stream, void* destination, const StridedView& source) const override {
@@ -532,6 +597,191 @@ private:
         EventLease event;
         int device;
     };
+
+    /// A reusable plan's table in device memory (prepare_move_plan). Each
+    /// execution outside a capture re-records the plan's event for its
+    /// stream; the destructor frees the table on the deferred-work thread
+    /// once every such event has completed, i.e. after the last queued
+    /// execution, without blocking the caller.
+    class PreparedMovePlan final : public BackendMovePlan {
+    public:
+        PreparedMovePlan(const GpuBackend& owner, int device_id, uint64_t entry_count)
+            : backend(&owner), device(device_id), entries(entry_count) {}
+        PreparedMovePlan(const PreparedMovePlan&) = delete;
+        PreparedMovePlan& operator=(const PreparedMovePlan&) = delete;
+
+        ~PreparedMovePlan() override {
+            if (table == nullptr) {
+                return;
+            }
+            std::vector<EventLease> pending;
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                for (auto& use : uses_) {
+                    pending.push_back(std::move(use.event));
+                }
+                uses_.clear();
+            }
+            if (ready != nullptr) {
+                pending.push_back(std::move(*ready));
+            }
+            try {
+                free_after(backend->deferred_, device, table, std::move(pending));
+            } catch (...) {
+                std::fprintf(stderr, "mtsarray: %s move plan leaked its table\n", Runtime::name);
+            }
+        }
+
+        /// Makes `stream` wait for the upload of the table, until it is
+        /// known to be done. A capturing stream can not wait for an event
+        /// recorded outside its capture: the host waits for it then (only
+        /// when a plan is captured right after it was made).
+        void wait_until_uploaded(StreamHandle stream, bool capturing) const {
+            if (uploaded_.load(std::memory_order_acquire)) {
+                return;
+            }
+            RelaxedCaptureMode<Runtime> relaxed;  // the event is outside any capture
+            if (Runtime::event_done(ready->get())) {
+                uploaded_.store(true, std::memory_order_release);
+            } else if (capturing) {
+                Runtime::synchronize_event(ready->get());
+                uploaded_.store(true, std::memory_order_release);
+            } else {
+                Runtime::stream_wait_event(stream, ready->get());
+            }
+        }
+
+        /// Records that work queued on `stream` reads the table.
+        void record_use(const Stream& stream, StreamHandle handle) const {
+            const std::thread::id thread =
+                stream.is_per_thread() ? std::this_thread::get_id() : std::thread::id();
+            std::lock_guard<std::mutex> lock(mutex_);
+            for (auto& use : uses_) {
+                if (use.stream == handle && use.thread == thread) {
+                    Runtime::record_event(use.event.get(), handle);
+                    return;
+                }
+            }
+            Use use{handle, thread, backend->device_state(device).events.acquire()};
+            Runtime::record_event(use.event.get(), handle);
+            uses_.push_back(std::move(use));
+        }
+
+        const GpuBackend* backend;
+        int device;
+        uint64_t entries;
+        MoveTableEntry* table = nullptr;
+        MoveLaunchClasses classes;
+        bool narrow = false;
+        uint64_t input_row_stride = 0;
+        uint64_t output_row_stride = 0;
+        std::unique_ptr<EventLease> ready;
+
+    private:
+        struct Use {
+            StreamHandle stream;
+            std::thread::id thread;  // per-thread default streams: one per thread
+            EventLease event;
+        };
+        /// Frees `table` once every event of `pending` has completed, one
+        /// after the other on the deferred-work thread.
+        static void free_after(DeferredWork<Runtime>& deferred, int device, void* table,
+                               std::vector<EventLease>&& pending) {
+            if (pending.empty()) {
+                deferred.soon([device, table]() {
+                    DeviceGuard<Runtime> guard(device);
+                    Runtime::free_device(table);
+                });
+                return;
+            }
+            EventLease last = std::move(pending.back());
+            pending.pop_back();
+            auto rest = std::make_shared<std::vector<EventLease>>(std::move(pending));
+            DeferredWork<Runtime>* queue = &deferred;
+            deferred.after_event(device, std::move(last), [queue, device, table, rest]() {
+                free_after(*queue, device, table, std::move(*rest));
+            });
+        }
+
+        mutable std::mutex mutex_;
+        mutable std::vector<Use> uses_;
+        mutable std::atomic<bool> uploaded_{false};
+    };
+
+    /// The table of a move_data captured in a graph: device memory and the
+    /// host copy a memcpy node of the graph uploads at every replay, owned
+    /// by the graph (a user object) and freed after it.
+    struct GraphOwnedTable {
+        DeferredWork<Runtime>* deferred;
+        int device;
+        void* device_table = nullptr;
+        std::unique_ptr<typename PinnedStagingPool<Runtime>::Lease> host;
+
+        /// The user object's destructor: runs on a thread of the runtime,
+        /// which must make no runtime call; the frees go to the
+        /// deferred-work thread.
+        static void release(void* object) {
+            auto* table = static_cast<GraphOwnedTable*>(object);
+            try {
+                table->deferred->soon([table]() {
+                    DeviceGuard<Runtime> guard(table->device);
+                    if (table->device_table != nullptr) {
+                        Runtime::free_device(table->device_table);
+                    }
+                    delete table;
+                });
+            } catch (...) {
+                std::fprintf(stderr, "mtsarray: %s graph-owned move_data table leaked\n", Runtime::name);
+            }
+        }
+    };
+
+    /// A table too large for the kernel parameters under graph capture.
+    /// With user objects: one memcpy node uploads the graph's own host copy
+    /// into the graph's own device memory, then one kernel node moves, at
+    /// every replay. Without (HIP 5.2): kernel nodes of
+    /// inline_move_table_capacity entries each, whose parameters hold the
+    /// table -- correct, but one node per slice.
+    void launch_captured(StreamHandle handle, int device, MoveTableEntry* entries, const MoveTableSummary& summary,
+                         MoveDataArguments arguments, unsigned blocks, bool narrow) const {
+        if constexpr (Runtime::has_user_objects) {
+            const size_t table_bytes = summary.entries * sizeof(MoveTableEntry);
+            auto* owned = new GraphOwnedTable{&deferred_, device, nullptr, nullptr};
+            try {
+                owned->host = std::make_unique<typename PinnedStagingPool<Runtime>::Lease>(
+                    device_state(device).staging.acquire(table_bytes));
+                RelaxedCaptureMode<Runtime> relaxed;  // cudaMalloc is allowed in a capture only Relaxed
+                owned->device_table = Runtime::allocate_device(table_bytes);
+            } catch (...) {
+                GraphOwnedTable::release(owned);
+                throw;
+            }
+            std::memcpy(owned->host->data(), entries, table_bytes);
+            Runtime::retain_with_graph(handle, &GraphOwnedTable::release, owned);
+            Runtime::copy_host_to_device_async(owned->device_table, owned->host->data(), table_bytes, handle);
+            launch_move_data_with_device_table<Runtime>(
+                handle, arguments, static_cast<const MoveTableEntry*>(owned->device_table), blocks, narrow);
+            MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
+        } else {
+            (void)device;
+            (void)blocks;
+            std::vector<MoveTableEntry> scratch;
+            for (uint64_t first = 0; first < summary.entries; first += inline_move_table_capacity) {
+                const uint64_t count = std::min<uint64_t>(inline_move_table_capacity, summary.entries - first);
+                MoveTableSummary slice;
+                slice.entries = count;
+                slice.keys_seen[0] = slice.keys_seen[1] = ~uint64_t(0);  // sorted already: recount
+                const MoveLaunchClasses classes =
+                    classify_move_table(entries + first, slice, arguments.input_row_stride,
+                                        arguments.output_row_stride, threads_per_block, max_blocks, scratch);
+                MoveDataArguments part = move_data_arguments(classes, arguments.input, arguments.output,
+                                                             arguments.input_row_stride,
+                                                             arguments.output_row_stride);
+                launch_move_data<Runtime>(handle, part, entries + first, count, classes.blocks, narrow);
+                MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
+            }
+        }
+    }
 
     /// State shared by all threads working on one device.
     class DeviceState {

@@ -24,6 +24,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "base/move_plan.hpp"
 #include "gpu/host_device.hpp"
@@ -65,17 +67,77 @@ MTSARRAY_HOST_DEVICE inline uint32_t entry_rows(const MoveTableEntry& entry) {
 }
 
 /// Largest table a kernel launch takes by value, inside its parameters
-/// (gpu/move_data.hpp: they stay within 4 KiB); larger tables are
-/// uploaded to device memory.
-constexpr uint32_t inline_move_table_capacity = 240;
+/// (gpu/move_data.hpp: they stay within 4 KiB with the class list of
+/// MoveDataArguments); larger tables are read from device memory.
+constexpr uint32_t inline_move_table_capacity = 200;
+
+// ---- size classes -----------------------------------------------------------
+//
+// Every entry has its own unit width, the widest power of two (at most 16)
+// dividing its offsets, its row length and, when it has several rows, the
+// row strides; and a size class c: its units number at most 2^c. The
+// kernel sizes a team by class (move_data_thread.hpp): 2^min(c, 5) threads,
+// so that a 64-byte run (4 units of 16 bytes) takes a team of 4 and a
+// 16 KiB run a warp, each with no idle lane, whatever else the plan holds.
+// The host sorts the table by (class, width) -- a counting sort, done only
+// when the plan mixes several -- so that each class is one contiguous range
+// and the entries a team takes together share a width.
+
+/// Size classes: entries move at most max_entry_bytes, so at most 2^14
+/// units (of one byte).
+constexpr uint32_t move_size_classes = 15;
+constexpr uint32_t move_unit_widths = 5;  // 1, 2, 4, 8, 16 bytes
+constexpr uint32_t move_class_keys = move_size_classes * move_unit_widths;
+
+/// The bits whose alignment bounds the unit width of `entry`.
+MTSARRAY_HOST_DEVICE inline uint64_t entry_alignment_bits(const MoveTableEntry& entry, uint64_t input_stride,
+                                                          uint64_t output_stride) {
+    uint64_t bits = entry_input_offset(entry) | entry_output_offset(entry) | entry_row_bytes(entry);
+    if (entry_rows(entry) > 1) {
+        bits |= input_stride | output_stride;
+    }
+    return bits;
+}
+
+/// log2 of the widest unit (at most 16 bytes) dividing `bits`.
+MTSARRAY_HOST_DEVICE inline uint32_t unit_width_log2(uint64_t bits) {
+    uint32_t log2 = 0;
+    while (log2 < 4 && ((bits >> log2) & 1) == 0) {
+        log2++;
+    }
+    return log2;
+}
+
+/// The smallest c with `units` <= 2^c.
+inline uint32_t size_class_of_units(uint64_t units) {
+    return units <= 1 ? 0 : static_cast<uint32_t>(64 - __builtin_clzll(units - 1));
+}
+
+/// The sort key of an entry: its size class, then its width.
+inline uint32_t move_class_key(const MoveTableEntry& entry, uint64_t input_stride, uint64_t output_stride) {
+    const uint32_t width_log2 = unit_width_log2(entry_alignment_bits(entry, input_stride, output_stride));
+    const uint64_t bytes = uint64_t(entry_row_bytes(entry)) * entry_rows(entry);
+    return size_class_of_units(bytes >> width_log2) * move_unit_widths + width_log2;
+}
 
 /// What a pass over the plan learned besides the entries.
 struct MoveTableSummary {
     uint64_t entries = 0;
     uint64_t total_bytes = 0;
     /// OR of every offset, row length and (for multi-row entries) row
-    /// stride: the widest unit dividing them all is the kernel's width.
+    /// stride: the widest unit dividing them all.
     uint64_t alignment_bits = 0;
+    /// The class keys (move_class_key) present, one bit each.
+    uint64_t keys_seen[2] = {0, 0};
+    /// Largest offset + bytes spanned by an entry, in either array: below
+    /// 2^32, the kernel computes its addresses on 32 bits.
+    uint64_t span = 0;
+
+    bool single_key() const noexcept {
+        const unsigned count = static_cast<unsigned>(__builtin_popcountll(keys_seen[0]) +
+                                                     __builtin_popcountll(keys_seen[1]));
+        return count <= 1;
+    }
 };
 
 /// Builds the table of `plan` into `storage`, checking every movement as it
@@ -95,21 +157,47 @@ inline size_t widest_unit_for(uint64_t bits) {
     return width;
 }
 
-/// log2 of the threads that share one entry: the power of two nearest above
-/// the average number of units per entry, at most a warp (32). Teams of 4
-/// threads take 64-byte rows of 16-byte units, full warps take rows of 512
-/// bytes and more.
-inline unsigned team_log2_for(const MoveTableSummary& summary, size_t width) {
-    if (summary.entries == 0) {
-        return 0;
+/// Entries [first, first + count) of one size class, and the blocks of the
+/// launch that take them: [first_block, next class's first_block).
+struct MoveClassRange {
+    uint64_t first_entry;
+    uint32_t first_block;
+    uint32_t size_class;
+};
+
+/// How the kernel splits a class: teams of 2^team_log2 threads take
+/// `entries_per_step` entries at a time, each cut in 2^pieces_log2 pieces,
+/// so that a thread has at most 4 units of each step in flight.
+struct MoveClassShape {
+    uint32_t team_log2;
+    uint32_t entries_per_step;
+    uint32_t pieces_log2;
+};
+
+MTSARRAY_HOST_DEVICE inline MoveClassShape move_class_shape(uint32_t size_class) {
+    if (size_class <= 5) {
+        return {size_class, 4, 0};  // one unit per thread and entry
     }
-    const uint64_t units_per_entry = (summary.total_bytes / width + summary.entries - 1) / summary.entries;
-    unsigned log2 = 0;
-    while (log2 < 5 && (uint64_t(1) << log2) < units_per_entry) {
-        log2++;
+    if (size_class == 6) {
+        return {5, 2, 0};  // two units per thread and entry
     }
-    return log2;
+    return {5, 1, size_class - 7};  // pieces of at most 128 units
 }
+
+/// The classes of a launch (a sentinel after the last one).
+struct MoveLaunchClasses {
+    uint32_t count = 0;
+    uint32_t blocks = 0;
+    MoveClassRange ranges[move_size_classes + 1] = {};
+};
+
+/// Sorts `entries` by class key when more than one is present (stable,
+/// through `scratch`, resized as needed), and gives the classes and the
+/// blocks of the launch, for blocks of `threads_per_block` threads and at
+/// most `max_blocks` blocks.
+MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const MoveTableSummary& summary,
+                                      uint64_t input_stride, uint64_t output_stride, uint32_t threads_per_block,
+                                      uint64_t max_blocks, std::vector<MoveTableEntry>& scratch);
 
 // ---- implementation -------------------------------------------------------
 
@@ -183,10 +271,21 @@ public:
         alignment_bits_ |= run.input_offset | run.output_offset | run.bytes;
         several_rows_ |= run.rows - 1;
         if (bytes <= max_entry_bytes && cursor_.next != cursor_.limit) {
+            // the class key, from the values at hand (move_class_key)
+            uint64_t bits = run.input_offset | run.output_offset | run.bytes;
+            bits |= run.rows > 1 ? multi_row_bits_ : 0;
+            const uint32_t width_log2 = bits & 15 ? static_cast<uint32_t>(__builtin_ctzll(bits)) : 4;
+            const uint32_t key = size_class_of_units(bytes >> width_log2) * move_unit_widths + width_log2;
+            keys_seen_[key >> 6] |= uint64_t(1) << (key & 63);
             *cursor_.next++ = pack_entry(run.input_offset, run.output_offset, run.bytes, run.rows);
         } else {
+            const size_t first = static_cast<size_t>(cursor_.next - storage_.data());
             cursor_ = add_slowly(storage_, cursor_, run.input_offset, run.output_offset, run.bytes, run.rows,
                                  input_stride_, output_stride_);
+            for (const MoveTableEntry* entry = storage_.data() + first; entry != cursor_.next; entry++) {
+                const uint32_t key = move_class_key(*entry, input_stride_, output_stride_);
+                keys_seen_[key >> 6] |= uint64_t(1) << (key & 63);
+            }
         }
     }
 
@@ -194,6 +293,8 @@ public:
         summary.entries = static_cast<uint64_t>(cursor_.next - storage_.data());
         summary.total_bytes = total_bytes_;
         summary.alignment_bits = alignment_bits_ | (several_rows_ != 0 ? multi_row_bits_ : 0);
+        summary.keys_seen[0] = keys_seen_[0];
+        summary.keys_seen[1] = keys_seen_[1];
     }
 
 private:
@@ -205,6 +306,7 @@ private:
     uint64_t total_bytes_ = 0;
     uint64_t alignment_bits_ = 0;
     uint64_t several_rows_ = 0;  // not zero: an entry has several rows, whose strides count too
+    uint64_t keys_seen_[2] = {0, 0};
 };
 
 }  // namespace move_table_detail
@@ -217,7 +319,77 @@ bool build_move_table(const MovePlan& plan, Storage& storage, MoveTableSummary& 
         return false;
     }
     writer.finish(summary);
+    summary.span = plan.input_bytes() > plan.output_bytes() ? plan.input_bytes() : plan.output_bytes();
     return true;
+}
+
+inline MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const MoveTableSummary& summary,
+                                             uint64_t input_stride, uint64_t output_stride,
+                                             uint32_t threads_per_block, uint64_t max_blocks,
+                                             std::vector<MoveTableEntry>& scratch) {
+    MoveLaunchClasses launch;
+    if (summary.entries == 0) {
+        return launch;
+    }
+    // entries per size class, sorting the table first when it mixes keys
+    uint64_t per_class[move_size_classes] = {};
+    if (summary.single_key()) {
+        const uint32_t key = summary.keys_seen[0] != 0
+                                 ? static_cast<uint32_t>(__builtin_ctzll(summary.keys_seen[0]))
+                                 : 64 + static_cast<uint32_t>(__builtin_ctzll(summary.keys_seen[1]));
+        per_class[key / move_unit_widths] = summary.entries;
+    } else {
+        uint64_t per_key[move_class_keys] = {};
+        for (uint64_t i = 0; i < summary.entries; i++) {
+            per_key[move_class_key(entries[i], input_stride, output_stride)]++;
+        }
+        uint64_t start[move_class_keys];
+        uint64_t next = 0;
+        for (uint32_t key = 0; key < move_class_keys; key++) {
+            start[key] = next;
+            next += per_key[key];
+            per_class[key / move_unit_widths] += per_key[key];
+        }
+        scratch.resize(summary.entries);
+        for (uint64_t i = 0; i < summary.entries; i++) {
+            scratch[start[move_class_key(entries[i], input_stride, output_stride)]++] = entries[i];
+        }
+        std::memcpy(entries, scratch.data(), summary.entries * sizeof(MoveTableEntry));
+    }
+
+    // blocks per class: one step of work per team, all classes scaled down
+    // together when they would exceed max_blocks
+    uint64_t blocks[move_size_classes] = {};
+    uint64_t total = 0;
+    for (uint32_t c = 0; c < move_size_classes; c++) {
+        if (per_class[c] == 0) {
+            continue;
+        }
+        const MoveClassShape shape = move_class_shape(c);
+        const uint64_t steps = ((per_class[c] + shape.entries_per_step - 1) / shape.entries_per_step)
+                               << shape.pieces_log2;
+        const uint64_t teams_per_block = threads_per_block >> shape.team_log2;
+        blocks[c] = (steps + teams_per_block - 1) / teams_per_block;
+        total += blocks[c];
+    }
+    uint64_t first_entry = 0;
+    uint64_t first_block = 0;
+    for (uint32_t c = 0; c < move_size_classes; c++) {
+        if (per_class[c] == 0) {
+            continue;
+        }
+        uint64_t count = blocks[c];
+        if (total > max_blocks) {
+            count = count * max_blocks / total;
+            count = count == 0 ? 1 : count;
+        }
+        launch.ranges[launch.count++] = {first_entry, static_cast<uint32_t>(first_block), c};
+        first_entry += per_class[c];
+        first_block += count;
+    }
+    launch.ranges[launch.count] = {first_entry, static_cast<uint32_t>(first_block), move_size_classes};
+    launch.blocks = static_cast<uint32_t>(first_block);
+    return launch;
 }
 
 }  // namespace gpu

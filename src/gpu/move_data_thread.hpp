@@ -1,27 +1,35 @@
 #pragma once
 // The work of one thread of the move_data kernel (gpu/move_data.hpp),
-// written as a function of its thread index so that it also runs on the
-// host: the unit tests run it for every thread of a grid, one after the
-// other, and compare the result with a reference (it needs no
-// synchronisation between threads: each output byte has one writer).
+// written as a function of its block and thread index so that it also runs
+// on the host: the unit tests and the simulated runtime run it for every
+// thread of a grid, one after the other (it needs no synchronisation
+// between threads: each output byte has one writer, and no thread reads
+// what another one computed).
 //
-// Work split. Threads form teams of 2^team_log2 consecutive threads (1 to
-// 32, within one warp); team t takes entries t, t + teams, t + 2 teams, ...
-// of the table (move_data_table.hpp), prefetching its next entry while it
-// copies the current one. Within an entry:
-//  - rows of at least as many units as the team has threads: the threads
-//    sweep each row, four units in flight per thread, consecutive threads on
-//    consecutive units (coalesced, 16-byte accesses when the plan allows);
-//  - shorter rows (64-byte segments, xyz components): the team covers
-//    several rows at once, thread k on unit k % units of row k / units.
-// The host picks the team size from the plan (team_log2_for), so that a team
-// matches the typical entry: no lane sits idle on small segments, and a long
-// row keeps a whole warp busy. There is no search and no division per unit.
+// Work split. The table is sorted by size class (move_data_table.hpp) and
+// each class has its own range of blocks. In class c, teams of
+// 2^min(c, 5) consecutive threads (within one warp) take steps of work: a
+// step is 4 entries of <= 32 units, 2 entries of <= 64 units, or one piece
+// of <= 128 units of a larger entry. A thread of a step:
+//  1. loads the step's table entries (the same addresses for the whole
+//     team: one transaction each, all in flight together);
+//  2. picks the widest unit the step's entries and the two base addresses
+//     allow (a misaligned movement narrows its own step only);
+//  3. issues the loads of all its units of the step (at most 4), then the
+//     stores; the rare units beyond (an entry that is narrower here than
+//     the host assumed) go by the same load-all-then-store pattern.
+// Consecutive threads take consecutive units (coalesced), multi-row
+// entries are flattened (unit k of an entry: row k / row_units).
+//
+// Offsets are 32-bit when every offset of the launch fits (Narrow), which
+// halves the address arithmetic.
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "gpu/host_device.hpp"
+#include "gpu/launch_config.hpp"
 #include "gpu/move_data_table.hpp"
 #include "gpu/vector_units.hpp"
 
@@ -34,93 +42,248 @@ struct MoveDataArguments {
     unsigned char* output;
     uint64_t input_row_stride;   // bytes
     uint64_t output_row_stride;  // bytes
-    uint64_t entry_count;
-    uint32_t team_log2;
+    /// The alignment bits of the two base addresses (their low 4 bits).
+    uint32_t base_bits;
+    uint32_t class_count;
+    /// The classes, then a sentinel (first_entry: the entry count,
+    /// first_block: the grid size).
+    MoveClassRange classes[move_size_classes + 1];
 };
 
-/// Copies one entry with a team of `team_size` threads; this thread is
-/// `lane` in the team.
-template <size_t Width>
-MTSARRAY_HOST_DEVICE inline void move_entry(const MoveTableEntry& entry, const MoveDataArguments& arguments,
-                                            uint32_t lane, uint32_t team_size) {
-    using Unit = unit_t<Width>;
-    const uint32_t units = entry_row_bytes(entry) / static_cast<uint32_t>(Width);
+namespace move_thread_detail {
+
+/// What the copy of a step needs of MoveDataArguments, in registers (the
+/// kernel never takes the address of its parameters, which would copy
+/// them to local memory).
+struct MoveView {
+    const unsigned char* input;
+    unsigned char* output;
+    uint64_t input_row_stride;
+    uint64_t output_row_stride;
+    uint32_t base_bits;
+};
+
+/// The part of one entry a step moves, at unit width Width.
+template <bool Narrow> struct StepSpan {
+    using Offset = typename std::conditional<Narrow, uint32_t, uint64_t>::type;
+    Offset input;   // entry offsets
+    Offset output;
+    uint32_t row_units;  // units per row, 0 when the entry is one row
+    uint32_t begin;      // units [begin, end) of the flattened entry
+    uint32_t end;
+};
+
+template <size_t Width, bool Narrow>
+MTSARRAY_HOST_DEVICE inline StepSpan<Narrow> span_of(const MoveTableEntry& entry, uint32_t piece,
+                                                      uint32_t pieces_log2) {
+    using Offset = typename StepSpan<Narrow>::Offset;
+    const uint32_t row_units = entry_row_bytes(entry) / static_cast<uint32_t>(Width);
     const uint32_t rows = entry_rows(entry);
-    const unsigned char* input = arguments.input + entry_input_offset(entry);
-    unsigned char* output = arguments.output + entry_output_offset(entry);
+    const uint32_t units = row_units * rows;
+    const uint32_t per_piece = (units + (uint32_t(1) << pieces_log2) - 1) >> pieces_log2;
+    const uint32_t begin = piece * per_piece;
+    StepSpan<Narrow> span;
+    span.input = static_cast<Offset>(entry_input_offset(entry));
+    span.output = static_cast<Offset>(entry_output_offset(entry));
+    span.row_units = rows > 1 ? row_units : 0;
+    span.begin = begin < units ? begin : units;
+    span.end = begin + per_piece < units ? begin + per_piece : units;
+    return span;
+}
 
-    if (units >= team_size) {
-        for (uint32_t row = 0; row < rows; row++) {
-            const Unit* source = reinterpret_cast<const Unit*>(input + row * arguments.input_row_stride);
-            Unit* destination = reinterpret_cast<Unit*>(output + row * arguments.output_row_stride);
-            uint32_t unit = lane;
-            // four independent loads in flight before the stores
-            for (; unit + 3 * team_size < units; unit += 4 * team_size) {
-                const Unit a = source[unit];
-                const Unit b = source[unit + team_size];
-                const Unit c = source[unit + 2 * team_size];
-                const Unit d = source[unit + 3 * team_size];
-                destination[unit] = a;
-                destination[unit + team_size] = b;
-                destination[unit + 2 * team_size] = c;
-                destination[unit + 3 * team_size] = d;
-            }
-            for (; unit < units; unit += team_size) {
-                destination[unit] = source[unit];
-            }
-        }
+/// Byte offsets of unit `unit` of `span` in the input and the output.
+template <size_t Width, bool Narrow>
+MTSARRAY_HOST_DEVICE inline void locate(const StepSpan<Narrow>& span, uint32_t unit, const MoveView& a,
+                                        typename StepSpan<Narrow>::Offset& input,
+                                        typename StepSpan<Narrow>::Offset& output) {
+    using Offset = typename StepSpan<Narrow>::Offset;
+    if (span.row_units == 0) {
+        input = span.input + Offset(unit) * Offset(Width);
+        output = span.output + Offset(unit) * Offset(Width);
         return;
     }
+    const uint32_t row = unit / span.row_units;
+    const uint32_t column = unit - row * span.row_units;
+    input = span.input + Offset(row) * Offset(a.input_row_stride) + Offset(column) * Offset(Width);
+    output = span.output + Offset(row) * Offset(a.output_row_stride) + Offset(column) * Offset(Width);
+}
 
-    // short rows: the team covers rows_per_step rows at a time
-    const uint32_t rows_per_step = team_size / units;
-    const uint32_t first_row = lane / units;
-    if (first_row >= rows_per_step) {
-        return;  // the lanes past the last whole row of the team
+// A unit's value and output offset are stored only under the same test
+// that set them (`active`, `k < span.end`), which GCC's host compile (the
+// simulated runtime) can not follow through the unrolled loops: its
+// -Wmaybe-uninitialized would flag every slot. Zeroing the arrays instead
+// would cost the GPU registers the kernel has none of to spare.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+/// One step: `Entries` entries (`valid` of them real), `Slots` units of
+/// each per thread before any store; then whatever is left, 4 units at a
+/// time, loads first.
+template <size_t Width, uint32_t Entries, uint32_t Slots, bool Narrow>
+MTSARRAY_HOST_DEVICE inline void move_step(const MoveTableEntry (&entries)[Entries], uint32_t valid, uint32_t piece,
+                                           uint32_t pieces_log2, uint32_t lane, uint32_t team_size,
+                                           const MoveView& a) {
+    using Unit = unit_t<Width>;
+    using Offset = typename StepSpan<Narrow>::Offset;
+    Unit values[Entries][Slots];
+    Offset outputs[Entries][Slots];
+    bool active[Entries][Slots];
+    MTSARRAY_UNROLL
+    for (uint32_t e = 0; e < Entries; e++) {
+        StepSpan<Narrow> span = span_of<Width, Narrow>(entries[e], piece, pieces_log2);
+        if (e >= valid) {
+            span.end = 0;
+        }
+        MTSARRAY_UNROLL
+        for (uint32_t s = 0; s < Slots; s++) {
+            const uint32_t unit = span.begin + lane + s * team_size;
+            active[e][s] = unit < span.end;
+            if (active[e][s]) {
+                Offset input = 0;
+                locate<Width, Narrow>(span, unit, a, input, outputs[e][s]);
+                values[e][s] = *reinterpret_cast<const Unit*>(a.input + input);
+            }
+        }
     }
-    const uint32_t unit = lane - first_row * units;
-    uint32_t row = first_row;
-    for (; row + rows_per_step < rows; row += 2 * rows_per_step) {
-        const uint32_t next = row + rows_per_step;
-        const Unit a = reinterpret_cast<const Unit*>(input + row * arguments.input_row_stride)[unit];
-        const Unit b = reinterpret_cast<const Unit*>(input + next * arguments.input_row_stride)[unit];
-        reinterpret_cast<Unit*>(output + row * arguments.output_row_stride)[unit] = a;
-        reinterpret_cast<Unit*>(output + next * arguments.output_row_stride)[unit] = b;
+    MTSARRAY_UNROLL
+    for (uint32_t e = 0; e < Entries; e++) {
+        MTSARRAY_UNROLL
+        for (uint32_t s = 0; s < Slots; s++) {
+            if (active[e][s]) {
+                *reinterpret_cast<Unit*>(a.output + outputs[e][s]) = values[e][s];
+            }
+        }
     }
-    if (row < rows) {
-        reinterpret_cast<Unit*>(output + row * arguments.output_row_stride)[unit] =
-            reinterpret_cast<const Unit*>(input + row * arguments.input_row_stride)[unit];
+
+    // Units past the step's slots: none when the entries are as wide as
+    // the host assumed (their class guarantees it); otherwise 4 at a time.
+    // (the spans are made again from the entries: keeping them live
+    // through the main path costs more registers than this recomputation)
+    MTSARRAY_UNROLL
+    for (uint32_t e = 0; e < Entries; e++) {
+        StepSpan<Narrow> span = span_of<Width, Narrow>(entries[e], piece, pieces_log2);
+        if (e >= valid) {
+            span.end = 0;
+        }
+        for (uint32_t unit = span.begin + lane + Slots * team_size; unit < span.end; unit += 4 * team_size) {
+            Unit more[4];
+            Offset more_outputs[4];
+            MTSARRAY_UNROLL
+            for (uint32_t s = 0; s < 4; s++) {
+                const uint32_t k = unit + s * team_size;
+                if (k < span.end) {
+                    Offset input = 0;
+                    locate<Width, Narrow>(span, k, a, input, more_outputs[s]);
+                    more[s] = *reinterpret_cast<const Unit*>(a.input + input);
+                }
+            }
+            MTSARRAY_UNROLL
+            for (uint32_t s = 0; s < 4; s++) {
+                if (unit + s * team_size < span.end) {
+                    *reinterpret_cast<Unit*>(a.output + more_outputs[s]) = more[s];
+                }
+            }
+        }
     }
 }
 
-/// Everything thread `thread` of `threads` (a multiple of the team size)
-/// does for a table of arguments.entry_count entries.
-template <size_t Width>
-MTSARRAY_HOST_DEVICE inline void move_data_thread(const MoveTableEntry* entries, const MoveDataArguments& arguments,
-                                                  uint64_t thread, uint64_t threads) {
-    const uint32_t team_size = uint32_t(1) << arguments.team_log2;
-    const uint32_t lane = static_cast<uint32_t>(thread) & (team_size - 1);
-    const uint64_t teams = threads >> arguments.team_log2;
-    uint64_t index = thread >> arguments.team_log2;
-    if (index >= arguments.entry_count) {
-        return;
-    }
-    MoveTableEntry current = entries[index];
-    while (true) {
-        const uint64_t next_index = index + teams;
-        const bool more = next_index < arguments.entry_count;
-        MoveTableEntry next = current;
-        if (more) {
-            next = entries[next_index];  // in flight while this entry copies
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+/// Every step of one class this thread's team takes.
+template <uint32_t Entries, uint32_t Slots, bool Narrow>
+MTSARRAY_HOST_DEVICE inline void move_class(const MoveTableEntry* table, uint64_t first, uint64_t end,
+                                            uint32_t pieces_log2, uint64_t team, uint64_t teams, uint32_t lane,
+                                            uint32_t team_size, const MoveView& a) {
+    const uint64_t groups = (end - first + Entries - 1) / Entries;
+    const uint64_t steps = groups << pieces_log2;
+    const uint32_t piece_mask = (uint32_t(1) << pieces_log2) - 1;
+    for (uint64_t step = team; step < steps; step += teams) {
+        const uint64_t group_first = first + (step >> pieces_log2) * Entries;
+        const uint32_t piece = static_cast<uint32_t>(step) & piece_mask;
+        // the table loads of the step, together
+        const uint32_t valid =
+            end - group_first < Entries ? static_cast<uint32_t>(end - group_first) : Entries;
+        MoveTableEntry entries[Entries];
+        uint64_t bits = a.base_bits;
+        MTSARRAY_UNROLL
+        for (uint32_t e = 0; e < Entries; e++) {
+            entries[e] = e < valid ? table[group_first + e] : MoveTableEntry{0, 0};
         }
-        move_entry<Width>(current, arguments, lane, team_size);
-        if (!more) {
-            return;
+        MTSARRAY_UNROLL
+        for (uint32_t e = 0; e < Entries; e++) {
+            bits |= entry_alignment_bits(entries[e], a.input_row_stride, a.output_row_stride);
         }
-        current = next;
-        index = next_index;
+        switch (unit_width_log2(bits)) {
+        case 4: move_step<16, Entries, Slots, Narrow>(entries, valid, piece, pieces_log2, lane, team_size, a); break;
+        case 3: move_step<8, Entries, Slots, Narrow>(entries, valid, piece, pieces_log2, lane, team_size, a); break;
+        case 2: move_step<4, Entries, Slots, Narrow>(entries, valid, piece, pieces_log2, lane, team_size, a); break;
+        case 1: move_step<2, Entries, Slots, Narrow>(entries, valid, piece, pieces_log2, lane, team_size, a); break;
+        default: move_step<1, Entries, Slots, Narrow>(entries, valid, piece, pieces_log2, lane, team_size, a); break;
+        }
     }
 }
+
+}  // namespace move_thread_detail
+
+/// Everything thread `thread` of block `block` (blocks of
+/// threads_per_block threads) does for `table`.
+template <bool Narrow>
+MTSARRAY_HOST_DEVICE inline void move_data_thread(const MoveTableEntry* table, const MoveDataArguments& a,
+                                                  uint32_t block, uint32_t thread) {
+    // the block's class: an unrolled scan of the ranges (constant indices,
+    // read straight from the parameters), the same for the whole block
+    MoveClassRange range = a.classes[0];
+    MoveClassRange next = a.classes[1];
+    MTSARRAY_UNROLL
+    for (uint32_t k = 1; k < move_size_classes; k++) {
+        if (k < a.class_count && a.classes[k].first_block <= block) {
+            range = a.classes[k];
+            next = a.classes[k + 1];
+        }
+    }
+    const MoveClassShape shape = move_class_shape(range.size_class);
+    const uint32_t team_size = uint32_t(1) << shape.team_log2;
+    const uint32_t lane = thread & (team_size - 1);
+    const uint64_t teams_per_block = threads_per_block >> shape.team_log2;
+    const uint64_t team = uint64_t(block - range.first_block) * teams_per_block + (thread >> shape.team_log2);
+    const uint64_t teams = uint64_t(next.first_block - range.first_block) * teams_per_block;
+    const uint64_t first = range.first_entry;
+    const uint64_t end = next.first_entry;
+    using namespace move_thread_detail;
+    const MoveView view{a.input, a.output, a.input_row_stride, a.output_row_stride, a.base_bits};
+    if (shape.entries_per_step == 4) {
+        move_class<4, 1, Narrow>(table, first, end, shape.pieces_log2, team, teams, lane, team_size, view);
+    } else if (shape.entries_per_step == 2) {
+        move_class<2, 2, Narrow>(table, first, end, shape.pieces_log2, team, teams, lane, team_size, view);
+    } else {
+        move_class<1, 4, Narrow>(table, first, end, shape.pieces_log2, team, teams, lane, team_size, view);
+    }
+}
+
+/// The kernel's arguments for `classes` of a table of the plan's strides,
+/// moving from `input` to `output`.
+inline MoveDataArguments move_data_arguments(const MoveLaunchClasses& classes, const void* input, void* output,
+                                             uint64_t input_row_stride, uint64_t output_row_stride) {
+    MoveDataArguments a{};
+    a.input = static_cast<const unsigned char*>(input);
+    a.output = static_cast<unsigned char*>(output);
+    a.input_row_stride = input_row_stride;
+    a.output_row_stride = output_row_stride;
+    a.base_bits = static_cast<uint32_t>((reinterpret_cast<uintptr_t>(input) | reinterpret_cast<uintptr_t>(output)) &
+                                        15);
+    a.class_count = classes.count;
+    for (uint32_t i = 0; i <= classes.count && i <= move_size_classes; i++) {
+        a.classes[i] = classes.ranges[i];
+    }
+    return a;
+}
+
+/// Offsets of a table whose entries stay below `span` bytes fit in 32 bits.
+inline bool narrow_offsets(uint64_t span) { return span <= (uint64_t(1) << 32); }
 
 }  // namespace gpu
 }  // namespace mtsarray::detail

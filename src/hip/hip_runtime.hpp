@@ -180,6 +180,23 @@ struct HipRuntime {
     }
     static void free_managed(void* /*data*/) noexcept {}
 
+    /// Device memory outside any stream order (hipMalloc / hipFree).
+    static void* allocate_device(size_t bytes) {
+        void* data = nullptr;
+        gpu::check_allocation<HipErrors>(hipMalloc(&data, bytes), "hipMalloc", bytes, __FILE__, __LINE__);
+        return data;
+    }
+    static void free_device(void* data) noexcept { MTSARRAY_HIP_CHECK_NOTHROW(hipFree(data)); }
+
+    /// HIP 5.2 has no user objects (hipUserObjectCreate): a graph can not
+    /// own the table of a large captured move_data, which is then captured
+    /// as several kernel nodes whose parameters hold the table
+    /// (gpu_backend.hpp), correct but slower to replay.
+    static constexpr bool has_user_objects = false;
+    static void retain_with_graph(StreamHandle, void (*)(void*), void*) {
+        throw Error("HIP graphs can not own memory in this version (no hipUserObjectCreate)");
+    }
+
     // ---- copies -----------------------------------------------------------
 
     static void copy_device_to_device_async(void* destination, const void* source, size_t bytes,

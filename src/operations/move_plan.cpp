@@ -54,6 +54,11 @@ ReusableMovePlan::ReusableMovePlan(const Array& output, const Array& input, cons
         prepared_ = std::move(host);
     } else {
         (void)cpu::check_into(caller_plan, movements_.get());
+        // the device's own form of the checked movements (a GPU's table in
+        // device memory, uploaded once), or nullptr: executions then run
+        // the backend's move_data on the checked copy
+        prepared_ = output.compute_backend().prepare_move_plan(output.stream(),
+                                                               caller_plan.with_movements(movements_.get()));
     }
 
     for (size_t i = 0; i < count; i++) {
@@ -90,12 +95,20 @@ void ReusableMovePlan::run(Array& output, const Array& input) const {
         return;
     }
 
-    // Another device: its backend's move_data on the checked copy, with
-    // these arrays' shapes (the movements fit them: matches() said so). It
-    // reads the movements while the call queues the copy, so the plan's
-    // memory is not used by the work left queued.
-    const MovePlan plan(output.shape(), input.shape(), element_size_, movements_.get(), count_);
     const auto& backend = output.compute_backend();
+    if (prepared_ != nullptr && !overlaps(output, input)) {
+        // the device's prepared table: one launch, nothing uploaded or
+        // allocated (its offsets hold for these arrays: the axes after the
+        // samples are the plan's, matches() said so)
+        backend.execute_move_plan(stream, output.data(), input.data(), input.stream(), *prepared_);
+        input.buffer()->record_use(stream);
+        return;
+    }
+    // Otherwise its backend's move_data on the checked copy, with these
+    // arrays' shapes (the movements fit them: matches() said so). It reads
+    // the movements while the call queues the copy, so the plan's memory is
+    // not used by the work left queued.
+    const MovePlan plan(output.shape(), input.shape(), element_size_, movements_.get(), count_);
     if (!overlaps(output, input)) {
         backend.move_data(stream, output.data(), input.data(), input.stream(), plan);
     } else {

@@ -7,9 +7,10 @@
 //
 // Which backend runs it: host-accessible memory runs the CPU's prepared
 // form (cpu::HostMovePlan: the runs, the single-run fast path and the
-// thread split decided once). Other devices run their backend's move_data
-// on the checked copy, with its stream rules; a backend form of their own
-// (a device-resident table) plugs in as `prepared_`, a BackendMovePlan.
+// thread split decided once). Other devices run their backend's prepared
+// form (Backend::prepare_move_plan: a GPU's table in device memory, one
+// launch per execution), or, when it has none or the arrays share memory,
+// its move_data on the checked copy, with the same stream rules.
 
 #include <cstddef>
 #include <memory>

@@ -113,6 +113,95 @@ TEST_P(CudaStreams, CopiesToTheHostAreComplete) {
     EXPECT_EQ(from_bytes<int64_t>(read_bytes(on_host)), values);
 }
 
+// Thousands of scattered movements of mixed lengths (8 B .. 512 B, some
+// misaligned, so the table has several size classes and goes to device
+// memory) while a slow kernel (~tens of ms) still writes the input on its
+// own stream: move_data must order its kernel after the writer, whatever
+// the table's shape. Repeated with fresh values.
+TEST_P(CudaStreams, ThousandsOfScatteredMovementsWaitForAHeldInput) {
+    const DLDevice cuda = {kDLCUDA, 0};
+    constexpr uintptr_t samples = 4096;
+    constexpr uintptr_t properties = 64;
+    auto input = mtsarray::Array::zeros(cuda, float64(), {samples, properties});
+    input.set_stream(other_number());
+    auto output = mtsarray::Array::zeros(cuda, float64(), {2 * samples, properties});
+    output.set_stream(number_);
+    std::vector<uintptr_t> order(samples);
+    std::iota(order.begin(), order.end(), 0);
+    std::reverse(order.begin(), order.end());
+    std::vector<mts_data_movement_t> movements;
+    for (uintptr_t i = 0; i < samples; i++) {
+        const uintptr_t length = 1 + (i * 37) % 64;
+        const uintptr_t start = i % 16 == 5 ? (properties - length) / 2 : 0;
+        movements.push_back({i, 2 * order[i], start, start, length});
+    }
+    for (int repetition = 0; repetition < 5; repetition++) {
+        const double value = 10.0 + repetition;
+        CUDA_CHECK(launch_spin_then_fill(static_cast<double*>(input.data()), samples * properties, value,
+                                         50000000, other_));
+        const auto& raw = output.get();
+        ASSERT_EQ(raw.move_data(raw.ptr, input.get().ptr, movements.data(), movements.size()), MTS_SUCCESS)
+            << last_error();
+        const auto values = from_bytes<double>(read_bytes(output));
+        for (const auto& m : movements) {
+            for (uintptr_t x = 0; x < m.properties_length; x++) {
+                ASSERT_EQ(values[m.sample_out * properties + m.properties_start_out + x], value)
+                    << "repetition " << repetition << ": move_data read the input before its writer finished";
+            }
+        }
+    }
+}
+
+// A move_data of 100 000 movements captured in a CUDA graph, in the Global
+// capture mode (torch.cuda.graph's default): one kernel node whatever the
+// table size, and every replay moves the input of its moment.
+TEST_P(CudaStreams, ALargeCapturedMoveDataIsOneKernelNode) {
+    if (GetParam() == StreamKind::legacy) {
+        GTEST_SKIP() << "the legacy stream can not capture a graph";
+    }
+    const DLDevice cuda = {kDLCUDA, 0};
+    constexpr uintptr_t count = 100000;
+    auto input = mtsarray::Array::zeros(cuda, float64(), {count, 4});
+    auto output = mtsarray::Array::zeros(cuda, float64(), {2 * count, 4});
+    input.set_stream(number_);
+    output.set_stream(number_);
+    std::vector<mts_data_movement_t> movements;
+    for (uintptr_t i = 0; i < count; i++) {
+        movements.push_back({i, 2 * ((i * 7919) % count), 0, 0, 4});
+    }
+    output.synchronize();
+    cudaGraph_t graph = nullptr;
+    CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+    const auto& raw = output.get();
+    const auto status = raw.move_data(raw.ptr, input.get().ptr, movements.data(), movements.size());
+    CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    ASSERT_EQ(status, MTS_SUCCESS) << last_error();
+    size_t nodes = 0;
+    CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+    std::vector<cudaGraphNode_t> all(nodes);
+    CUDA_CHECK(cudaGraphGetNodes(graph, all.data(), &nodes));
+    size_t kernels = 0;
+    for (auto node : all) {
+        cudaGraphNodeType type;
+        CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+        kernels += type == cudaGraphNodeTypeKernel ? 1 : 0;
+    }
+    EXPECT_EQ(kernels, 1u);
+    cudaGraphExec_t exec = nullptr;
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_CHECK(cudaGraphDestroy(graph));  // the instantiation keeps the table alive
+    for (double value : {3.0, -7.0}) {
+        CUDA_CHECK(launch_spin_then_fill(static_cast<double*>(input.data()), count * 4, value, 1000000, stream_));
+        CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+        const auto values = from_bytes<double>(read_bytes(output));
+        for (const auto& m : movements) {
+            ASSERT_EQ(values[m.sample_out * 4], value);
+            ASSERT_EQ(values[m.sample_out * 4 + 3], value);
+        }
+    }
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+}
+
 }  // namespace
 
 // The ordering the DLPack stream hand-off promises, made observable: a slow

@@ -81,16 +81,19 @@ void reference(std::vector<uint8_t>& output, const std::vector<uint8_t>& input, 
     }
 }
 
-/// Runs every thread of a grid of `blocks` blocks over the table.
-void emulate(const std::vector<MoveTableEntry>& table, const MoveDataArguments& arguments, size_t width,
-             uint64_t blocks) {
-    const uint64_t threads = blocks * threads_per_block;
-    with_unit_width(width, [&](auto width_constant) {
-        constexpr size_t Width = decltype(width_constant)::value;
-        for (uint64_t thread = 0; thread < threads; thread++) {
-            move_data_thread<Width>(table.data(), arguments, thread, threads);
+/// Runs every thread of the grid of `classes` over the table, one after
+/// the other.
+void emulate(const std::vector<MoveTableEntry>& table, const MoveDataArguments& arguments,
+             const MoveLaunchClasses& classes, bool narrow) {
+    for (uint32_t block = 0; block < classes.blocks; block++) {
+        for (uint32_t thread = 0; thread < threads_per_block; thread++) {
+            if (narrow) {
+                move_data_thread<true>(table.data(), arguments, block, thread);
+            } else {
+                move_data_thread<false>(table.data(), arguments, block, thread);
+            }
         }
-    });
+    }
 }
 
 struct Built {
@@ -104,6 +107,35 @@ Built build(const MovePlan& plan) {
     EXPECT_TRUE(build_move_table(plan, storage, built.summary));
     built.table.assign(storage.data(), storage.data() + built.summary.entries);
     return built;
+}
+
+/// The table after classify_move_table: each class a contiguous range of
+/// entries of that class, in increasing class order, with its own blocks,
+/// and as many entries as before.
+void check_classes(const std::vector<MoveTableEntry>& table, const MoveLaunchClasses& classes,
+                   const MovePlan& plan) {
+    if (table.empty()) {
+        EXPECT_EQ(classes.count, 0u);
+        return;
+    }
+    ASSERT_GE(classes.count, 1u);
+    EXPECT_EQ(classes.ranges[0].first_entry, 0u);
+    EXPECT_EQ(classes.ranges[classes.count].first_entry, table.size());
+    EXPECT_EQ(classes.ranges[classes.count].first_block, classes.blocks);
+    for (uint32_t k = 0; k < classes.count; k++) {
+        const auto& range = classes.ranges[k];
+        EXPECT_LT(range.first_block, classes.ranges[k + 1].first_block) << "every class has a block";
+        if (k > 0) {
+            EXPECT_LT(classes.ranges[k - 1].size_class, range.size_class);
+        }
+        uint32_t previous_key = 0;
+        for (uint64_t i = range.first_entry; i < classes.ranges[k + 1].first_entry; i++) {
+            const uint32_t key = move_class_key(table[i], plan.input_row_stride(), plan.output_row_stride());
+            EXPECT_EQ(key / move_unit_widths, range.size_class) << "entry " << i;
+            EXPECT_LE(previous_key, key) << "sorted by width within a class";
+            previous_key = key;
+        }
+    }
 }
 
 /// Runs `movements` through the GPU path on the CPU, at the given offsets of
@@ -138,28 +170,23 @@ void check_plan(const Layout& layout, const std::vector<mts_data_movement_t>& mo
                         movements.size());
     const Built built = build(plan);
     ASSERT_EQ(built.table.size(), built.summary.entries);
-    size_t width = widest_unit_for(built.summary.alignment_bits);
-    width = std::min(width, alignment_of(input));
-    width = std::min(width, alignment_of(output_base));
-
     std::vector<uint8_t> original(output_base, output_base + output_bytes);
-    const unsigned chosen = team_log2_for(built.summary, width);
-    for (unsigned team_log2 = 0; team_log2 <= 5; team_log2++) {
-        for (bool one_block : {false, true}) {
+    // the launcher's grid, one block per class, and 64-bit offsets too
+    for (uint64_t max_grid : {max_blocks, uint64_t(1)}) {
+        for (bool narrow : {narrow_offsets(built.summary.span), false}) {
             std::memcpy(output_base, original.data(), output_bytes);
-            MoveDataArguments arguments{};
-            arguments.input = input;
-            arguments.output = output_base;
-            arguments.input_row_stride = plan.input_row_stride();
-            arguments.output_row_stride = plan.output_row_stride();
-            arguments.entry_count = built.summary.entries;
-            arguments.team_log2 = team_log2;
-            const uint64_t teams_per_block = threads_per_block >> team_log2;
-            const uint64_t blocks = one_block ? 1 : grid_size(arguments.entry_count, teams_per_block);
-            emulate(built.table, arguments, width, blocks);
+            std::vector<MoveTableEntry> table = built.table;
+            std::vector<MoveTableEntry> scratch;
+            const MoveLaunchClasses classes =
+                classify_move_table(table.data(), built.summary, plan.input_row_stride(), plan.output_row_stride(),
+                                    threads_per_block, max_grid, scratch);
+            check_classes(table, classes, plan);
+            const MoveDataArguments arguments = move_data_arguments(classes, input, output_base,
+                                                                    plan.input_row_stride(), plan.output_row_stride());
+            emulate(table, arguments, classes, narrow);
             ASSERT_EQ(std::memcmp(output_base, expected.data(), output_bytes), 0)
-                << "width " << width << ", team of " << (1u << team_log2) << (team_log2 == chosen ? " (chosen)" : "")
-                << ", " << blocks << " blocks, " << movements.size() << " movements";
+                << classes.count << " classes, " << classes.blocks << " blocks, " << (narrow ? "32" : "64")
+                << "-bit offsets, " << movements.size() << " movements";
         }
     }
     // the input is only read
@@ -226,7 +253,10 @@ TEST(GpuMoveTable, OneEntryPerRunUntilRunsAreLarge) {
     EXPECT_EQ(built.summary.entries, runs);
     EXPECT_EQ(built.summary.total_bytes, 1000u * 64);
     EXPECT_EQ(widest_unit_for(built.summary.alignment_bits), 16u);
-    EXPECT_EQ(team_log2_for(built.summary, 16), 2u) << "64-byte rows of 16-byte units: teams of 4";
+    EXPECT_TRUE(built.summary.single_key());
+    EXPECT_EQ(move_class_key(built.table[0], 256, 256), 2 * move_unit_widths + 4)
+        << "64-byte rows of 16-byte units: class 2, teams of 4";
+    EXPECT_EQ(move_class_shape(2).team_log2, 2u);
 
     // one movement of every row of a 4 MiB array: one run, cut in 16 KiB entries
     const Layout big = {{4096, 128}, {4096, 128}, 8};
@@ -237,7 +267,9 @@ TEST(GpuMoveTable, OneEntryPerRunUntilRunsAreLarge) {
     const MovePlan whole(big.output_shape, big.input_shape, 8, all.data(), all.size());
     const Built cut = build(whole);
     EXPECT_EQ(cut.summary.entries, (4096u * 128 * 8) / max_entry_bytes);
-    EXPECT_EQ(team_log2_for(cut.summary, 16), 5u) << "16 KiB entries: full warps";
+    EXPECT_EQ(move_class_key(cut.table[0], 1024, 1024), 10 * move_unit_widths + 4) << "16 KiB entries: class 10";
+    EXPECT_EQ(move_class_shape(10).team_log2, 5u) << "full warps";
+    EXPECT_EQ(move_class_shape(10).pieces_log2, 3u) << "in pieces of 2 KiB";
 }
 
 TEST(GpuMoveTable, ABadMovementIsFoundBeforeTheTableIsUsed) {
@@ -467,4 +499,59 @@ TEST(GpuMoveTable, LongPlansGiveTheRunsAndTheirSummary) {
         EXPECT_EQ(summary.total_bytes, total);
         EXPECT_EQ(summary.alignment_bits, bits);
     }
+}
+
+TEST(GpuMoveTable, EveryClassGivesAThreadAtMostFourUnitsPerStep) {
+    for (uint32_t c = 0; c < move_size_classes; c++) {
+        const MoveClassShape shape = move_class_shape(c);
+        const uint64_t units = uint64_t(1) << c;  // the most an entry of class c has
+        const uint64_t per_piece = (units + (uint64_t(1) << shape.pieces_log2) - 1) >> shape.pieces_log2;
+        const uint64_t per_thread = (per_piece + (uint64_t(1) << shape.team_log2) - 1) >> shape.team_log2;
+        EXPECT_LE(per_thread * shape.entries_per_step, 4u) << "class " << c;
+        EXPECT_LE(shape.team_log2, 5u) << "teams stay within a warp";
+        EXPECT_EQ(per_thread * shape.entries_per_step, 4u) << "class " << c << " fills its slots";
+    }
+}
+
+TEST(GpuMoveTable, MixedLengthsAreSortedIntoClassesWithTheirOwnBlocks) {
+    // 64-byte runs, 16 KiB runs and a few misaligned ones in one plan
+    std::mt19937_64 rng(11);
+    const Layout layout = {{600, 2048}, {1200, 4096}, 8};
+    std::vector<mts_data_movement_t> movements;
+    for (uintptr_t i = 0; i < 600; i++) {
+        const uintptr_t length = i % 3 == 0 ? 2048 : (i % 50 == 7 ? 5 : 8);
+        const uintptr_t start_in = length == 5 ? 3 : 0;
+        movements.push_back({i, 2 * i, start_in, length == 2048 ? 0 : 16 * (i % 7) + 1, length});
+    }
+    const MovePlan plan(layout.output_shape, layout.input_shape, 8, movements.data(), movements.size());
+    Built built = build(plan);
+    EXPECT_FALSE(built.summary.single_key());
+    std::vector<MoveTableEntry> scratch;
+    const MoveLaunchClasses classes = classify_move_table(built.table.data(), built.summary, plan.input_row_stride(),
+                                                          plan.output_row_stride(), threads_per_block, max_blocks,
+                                                          scratch);
+    check_classes(built.table, classes, plan);
+    EXPECT_EQ(classes.count, 2u) << "64- and 40-byte runs of 8-byte units (class 3), 16 KiB runs (class 10)";
+    EXPECT_EQ(classes.ranges[0].size_class, 3u);
+    EXPECT_EQ(classes.ranges[classes.count - 1].size_class, 10u);
+    check_plan(layout, movements, rng);
+    check_plan(layout, movements, rng, 8, 4);  // misaligned bases: narrower steps
+}
+
+TEST(GpuMoveTable, ABlockCapScalesEveryClassDownAndKeepsOneBlockEach) {
+    const Layout layout = {{20000, 64}, {20000, 64}, 4};
+    std::vector<mts_data_movement_t> movements;
+    for (uintptr_t i = 0; i < 20000; i++) {
+        movements.push_back({i, 19999 - i, 0, 0, i % 2 == 0 ? 64u : 1u});  // classes 4 and 0
+    }
+    const MovePlan plan(layout.output_shape, layout.input_shape, 4, movements.data(), movements.size());
+    Built built = build(plan);
+    std::vector<MoveTableEntry> scratch;
+    const MoveLaunchClasses capped = classify_move_table(built.table.data(), built.summary, plan.input_row_stride(),
+                                                         plan.output_row_stride(), threads_per_block, 3, scratch);
+    EXPECT_EQ(capped.count, 2u);
+    EXPECT_LE(capped.blocks, 3u);
+    check_classes(built.table, capped, plan);
+    std::mt19937_64 rng(5);
+    check_plan(layout, movements, rng);
 }

@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <random>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,7 @@
 #include "support/backends.hpp"
 #include "core/backend_registry.hpp"
 #include "core/buffer.hpp"
+#include "base/move_plan.hpp"
 #include "support/simulated_runtime.hpp"
 
 using namespace mtsarray_test;
@@ -848,4 +851,205 @@ TEST_P(SimulatedStreams, AThousandScatteredMovementsReturnAtOnce) {
         }
     }
     EXPECT_EQ(values_of(output), expected);
+}
+
+// ---- 6. large captures and prepared move plans -----------------------------------------
+
+namespace {
+
+/// `count` movements of `length` float64 scattered into every other sample
+/// of the output (no two write the same row), in random order.
+std::vector<mts_data_movement_t> scattered_movements(size_t count, uintptr_t length, uint64_t seed) {
+    std::vector<uintptr_t> order(count);
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 rng(seed);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<mts_data_movement_t> movements(count);
+    for (size_t i = 0; i < count; i++) {
+        movements[i] = {i, 2 * order[i], 0, 0, length};
+    }
+    return movements;
+}
+
+/// move_data's result computed on the host, for [samples, properties] arrays.
+std::vector<double> moved(std::vector<double> output, const std::vector<double>& input, uintptr_t input_properties,
+                          uintptr_t output_properties, const std::vector<mts_data_movement_t>& movements) {
+    for (const auto& m : movements) {
+        for (uintptr_t x = 0; x < m.properties_length; x++) {
+            output[m.sample_out * output_properties + m.properties_start_out + x] =
+                input[m.sample_in * input_properties + m.properties_start_in + x];
+        }
+    }
+    return output;
+}
+
+/// Mixed lengths (1..64 float64, so 8 B to 512 B runs) with misaligned
+/// property starts, into distinct output rows.
+std::vector<mts_data_movement_t> mixed_movements(size_t count, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    auto movements = scattered_movements(count, 1, seed);
+    for (auto& m : movements) {
+        m.properties_length = 1 + rng() % 64;
+        m.properties_start_in = rng() % (65 - m.properties_length);
+        m.properties_start_out = rng() % (65 - m.properties_length);
+    }
+    return movements;
+}
+
+}  // namespace
+
+TEST_P(SimulatedStreams, ALargeCapturedMoveDataIsOneKernelNodeAndReplaysRight) {
+    SKIP_UNLESS_CAPTURABLE();
+    constexpr size_t count = 100000;
+    const auto movements = scattered_movements(count, 4, 3);
+    auto input = device_array(iota(count * 4, 1.0), {count, 4}, stream_);
+    auto output = device_array(std::vector<double>(2 * count * 4, 0.0), {2 * count, 4}, stream_);
+    gpu_.drain();
+    const size_t objects_before = sim::retained_objects();
+    gpu_.begin_capture(stream_, 0);
+    ASSERT_EQ(raw(output).move_data(raw(output).ptr, raw(input).ptr, movements.data(), movements.size()),
+              MTS_SUCCESS)
+        << last_error();
+    {
+        auto graph = gpu_.end_capture(stream_, 0);
+        EXPECT_EQ(graph.count(sim::NodeKind::kernel), 1u) << "one kernel node whatever the table size";
+        EXPECT_EQ(graph.count(sim::NodeKind::copy), 1u) << "the table's upload from the graph's own host copy";
+        EXPECT_EQ(sim::retained_objects(), objects_before + 1) << "the graph owns its table";
+        EXPECT_EQ(values_of(output), std::vector<double>(2 * count * 4, 0.0)) << "captured work must not run";
+
+        for (double base : {10.0, 1e6}) {
+            auto fresh = device_array(iota(count * 4, base), {count, 4}, stream_);
+            std::vector<mts_data_movement_t> all(count);
+            for (uintptr_t i = 0; i < count; i++) {
+                all[i] = {i, i, 0, 0, 4};
+            }
+            ASSERT_EQ(raw(input).move_data(raw(input).ptr, raw(fresh).ptr, all.data(), all.size()), MTS_SUCCESS);
+            const size_t waits = gpu_.host_waits();
+            gpu_.launch(graph, stream_, 0);
+            EXPECT_EQ(gpu_.host_waits(), waits);
+            EXPECT_EQ(values_of(output), moved(std::vector<double>(2 * count * 4, 0.0), iota(count * 4, base), 4, 4,
+                                               movements));
+        }
+    }
+    gpu_.drain();
+    EXPECT_EQ(sim::retained_objects(), objects_before) << "the table goes with the graph";
+}
+
+namespace {
+
+/// A prepared plan of the GPU backend for [samples, properties] float64
+/// arrays, made on `stream`.
+std::unique_ptr<const mtsarray::detail::BackendMovePlan> prepare(const mtsarray::detail::Backend& backend,
+                                                                  const Stream& stream, uintptr_t output_samples,
+                                                                  uintptr_t input_samples, uintptr_t properties,
+                                                                  const std::vector<mts_data_movement_t>& movements) {
+    const mtsarray::detail::Shape output_shape = {output_samples, properties};
+    const mtsarray::detail::Shape input_shape = {input_samples, properties};
+    const mtsarray::detail::MovePlan plan(output_shape, input_shape, sizeof(double), movements.data(),
+                                          movements.size());
+    return backend.prepare_move_plan(stream, plan);
+}
+
+/// The device pointer of an array (its first element).
+void* data_of(mtsarray::Array& array) { return array.data(); }
+
+}  // namespace
+
+TEST_P(SimulatedStreams, APreparedPlanMovesLikeMoveDataWithNoUploadNorAllocation) {
+    const auto& backend = gpu_.backend();
+    const Stream stream = Stream::parse(gpu0, stream_);
+    for (size_t count : {size_t(0), size_t(1), size_t(150), size_t(3000)}) {
+        const auto movements = mixed_movements(count, count + 1);
+        const uintptr_t samples = std::max<size_t>(count, 1);
+        auto input = device_array(iota(samples * 64, 1.0), {samples, 64}, stream_);
+        auto expected = device_array(std::vector<double>(2 * samples * 64, -1.0), {2 * samples, 64}, stream_);
+        auto output = device_array(std::vector<double>(2 * samples * 64, -1.0), {2 * samples, 64}, stream_);
+        ASSERT_EQ(raw(expected).move_data(raw(expected).ptr, raw(input).ptr, movements.data(), movements.size()),
+                  MTS_SUCCESS)
+            << last_error();
+        auto prepared = prepare(backend, stream, 2 * samples, samples, 64, movements);
+        ASSERT_NE(prepared, nullptr);
+        void* output_data = data_of(output);
+        const void* input_data = data_of(input);
+        const size_t uploads = sim::host_to_device_copies();
+        const size_t allocations = sim::device_allocations();
+        for (int repeat = 0; repeat < 3; repeat++) {
+            backend.execute_move_plan(stream, output_data, input_data, stream, *prepared);
+        }
+        EXPECT_EQ(sim::host_to_device_copies(), uploads) << "an execute uploads nothing";
+        EXPECT_EQ(sim::device_allocations(), allocations) << "an execute allocates nothing";
+        EXPECT_EQ(values_of(output), values_of(expected)) << count << " movements";
+        EXPECT_EQ(values_of(output), moved(std::vector<double>(2 * samples * 64, -1.0), iota(samples * 64, 1.0), 64,
+                                           64, movements));
+    }
+}
+
+TEST_P(SimulatedStreams, ACaptureOfAHundredPlanExecutesReplaysWithNoHostWork) {
+    SKIP_UNLESS_CAPTURABLE();
+    const auto& backend = gpu_.backend();
+    const Stream stream = Stream::parse(gpu0, stream_);
+    constexpr size_t count = 1000;
+    const auto forward = scattered_movements(count, 8, 5);
+    // back: output samples 2 * order[i] -> input sample i again
+    std::vector<mts_data_movement_t> back(count);
+    for (size_t i = 0; i < count; i++) {
+        back[i] = {forward[i].sample_out, forward[i].sample_in, 0, 0, 8};
+    }
+    auto a = device_array(iota(count * 8, 1.0), {count, 8}, stream_);
+    auto b = device_array(std::vector<double>(2 * count * 8, 0.0), {2 * count, 8}, stream_);
+    auto to_b = prepare(backend, stream, 2 * count, count, 8, forward);
+    auto to_a = prepare(backend, stream, count, 2 * count, 8, back);
+    void* a_data = data_of(a);
+    void* b_data = data_of(b);
+    gpu_.drain();
+
+    gpu_.begin_capture(stream_, 0);
+    for (int i = 0; i < 50; i++) {
+        backend.execute_move_plan(stream, b_data, a_data, stream, *to_b);
+        backend.execute_move_plan(stream, a_data, b_data, stream, *to_a);
+    }
+    auto graph = gpu_.end_capture(stream_, 0);
+    EXPECT_EQ(graph.count(sim::NodeKind::kernel), 100u);
+    EXPECT_EQ(graph.size(), 100u) << "nothing but the kernels: no upload, no allocation, no free";
+
+    const size_t waits = gpu_.host_waits();
+    const size_t uploads = sim::host_to_device_copies();
+    const size_t allocations = sim::device_allocations();
+    gpu_.launch(graph, stream_, 0);
+    gpu_.launch(graph, stream_, 0);
+    EXPECT_EQ(gpu_.host_waits(), waits);
+    EXPECT_EQ(sim::host_to_device_copies(), uploads);
+    EXPECT_EQ(sim::device_allocations(), allocations);
+    EXPECT_EQ(values_of(a), iota(count * 8, 1.0)) << "there and back 100 times";
+    EXPECT_EQ(values_of(b), moved(std::vector<double>(2 * count * 8, 0.0), iota(count * 8, 1.0), 8, 8, forward));
+}
+
+TEST_P(SimulatedStreams, APlanFreedWhileItsExecutionsAreQueuedFreesItsTableAfterThem) {
+    const auto& backend = gpu_.backend();
+    const Stream stream = Stream::parse(gpu0, stream_);
+    const Stream other = Stream::parse(gpu0, other_);
+    constexpr size_t count = 500;
+    const auto movements = mixed_movements(count, 9);
+    auto input = device_array(iota(count * 64, 1.0), {count, 64}, stream_);
+    auto output = device_array(std::vector<double>(2 * count * 64, -1.0), {2 * count, 64}, stream_);
+    auto second = device_array(std::vector<double>(2 * count * 64, -1.0), {2 * count, 64}, other_);
+    void* output_data = data_of(output);
+    void* second_data = data_of(second);
+    const void* input_data = data_of(input);
+    auto prepared = prepare(backend, stream, 2 * count, count, 64, movements);
+    gpu_.drain();
+
+    expect_no_host_wait(
+        {{stream_, 0}, {other_, 0}},
+        [&] {
+            backend.execute_move_plan(stream, output_data, input_data, stream, *prepared);
+            backend.execute_move_plan(other, second_data, input_data, stream, *prepared);
+            prepared.reset();  // both executions still queued behind the held streams
+        },
+        "executing a plan on two streams and freeing it");
+    gpu_.drain();
+    const auto expected = moved(std::vector<double>(2 * count * 64, -1.0), iota(count * 64, 1.0), 64, 64, movements);
+    EXPECT_EQ(values_of(output), expected);
+    EXPECT_EQ(values_of(second), expected);
+    // TearDown: no use of freed memory, and the table was freed
 }

@@ -43,16 +43,35 @@ uint64_t environment_number(const char* name, uint64_t fallback) {
     return std::strtoull(value, nullptr, 10);
 }
 
+std::atomic<size_t> live_user_objects{0};
+std::atomic<size_t> uploads{0};
+std::atomic<size_t> device_allocation_count{0};
+
 enum class Kind { legacy, per_thread, user };
 
 struct Item {
     std::function<void()> work;
     std::vector<std::pair<StreamState*, uint64_t>> waits;  // (stream, items it must have completed)
+    NodeKind kind = NodeKind::other;
 };
 
 struct Capture;
 
 }  // namespace
+
+/// The user objects of one graph: released (their callbacks run, from the
+/// thread that drops the last reference, as CUDA runs them from a thread
+/// of its own) with the graph.
+struct RetainedObjects {
+    std::mutex mutex;
+    std::vector<std::pair<void (*)(void*), void*>> objects;
+    ~RetainedObjects() {
+        for (const auto& object : objects) {
+            object.first(object.second);
+            live_user_objects--;
+        }
+    }
+};
 
 struct StreamState {
     StreamState(int device_, Kind kind_, bool blocking_, uint64_t seed)
@@ -105,8 +124,9 @@ struct Capture {
     std::thread::id thread;
     StreamState* origin;
     std::vector<StreamState*> streams;
-    Graph nodes;
+    std::vector<GraphNode> nodes;
     bool invalidated = false;
+    std::shared_ptr<RetainedObjects> retained = std::make_shared<RetainedObjects>();
 };
 
 enum class MemoryKind { device, pinned, managed };
@@ -270,7 +290,7 @@ Status push_locked(StreamState* stream, Item item) {
         if (stream->capture->invalidated) {
             return Status::capture_invalidated;
         }
-        stream->capture->nodes.push_back(std::move(item.work));
+        stream->capture->nodes.push_back(GraphNode{item.kind, std::move(item.work)});
         return Status::success;
     }
     if (stream->kind == Kind::legacy) {
@@ -303,7 +323,21 @@ Status push_locked(StreamState* stream, Item item) {
     return Status::success;
 }
 
-Status push(const void* handle, std::function<void()> work, const char* /*call*/, bool current_device_only) {
+NodeKind kind_of(const char* call) {
+    const std::string name(call);
+    if (name.rfind("cudaMemcpy", 0) == 0) {
+        return NodeKind::copy;
+    }
+    if (name == "cudaMemsetAsync") {
+        return NodeKind::memset;
+    }
+    if (name == "cudaFreeAsync") {
+        return NodeKind::free;
+    }
+    return NodeKind::other;
+}
+
+Status push(const void* handle, std::function<void()> work, const char* call, bool current_device_only) {
     Simulator& state = simulator();
     std::lock_guard<std::mutex> lock(state.mutex);
     StreamState* stream = resolve_locked(handle);
@@ -313,7 +347,7 @@ Status push(const void* handle, std::function<void()> work, const char* /*call*/
     if (current_device_only && stream->device != current) {
         return Status::invalid_resource_handle;
     }
-    return push_locked(stream, Item{std::move(work), {}});
+    return push_locked(stream, Item{std::move(work), {}, kind_of(call)});
 }
 
 // Whether the calling thread may make a potentially unsafe call now
@@ -671,14 +705,23 @@ Graph end_capture(int64_t stream, int device) {
     if (capture->invalidated) {
         fail(Status::capture_invalidated, "cudaStreamEndCapture");
     }
-    return std::move(capture->nodes);
+    return Graph{std::move(capture->nodes), std::move(capture->retained)};
 }
 
 void launch(const Graph& graph, int64_t stream, int device) {
-    for (const auto& node : graph) {
-        enqueue(stream, device, node);
+    for (const auto& node : graph.nodes) {
+        if (node.work) {
+            enqueue(stream, device, node.work);
+        }
     }
+    // the graph's user objects live until this launch has run
+    enqueue(stream, device, [retained = graph.retained] {});
 }
+
+size_t retained_objects() { return live_user_objects.load(); }
+
+size_t host_to_device_copies() { return uploads.load(); }
+size_t device_allocations() { return device_allocation_count.load(); }
 
 CaptureMode exchange_capture_mode(CaptureMode mode) {
     const CaptureMode previous = interaction_mode;
@@ -722,7 +765,8 @@ void detail::enqueue_kernel(StreamState* stream, std::vector<const void*> touche
                              }
                              body();
                          },
-                         {}});
+                         {},
+                         NodeKind::kernel});
         if (status != Status::success) {
             last = status;
         }
@@ -843,6 +887,7 @@ SimulatedRuntime::PoolHandle SimulatedRuntime::create_pool(int device) {
 }
 
 void* SimulatedRuntime::allocate_from_pool(size_t bytes, PoolHandle pool, StreamHandle handle) {
+    sim::device_allocation_count++;
     {
         std::lock_guard<std::mutex> lock(simulator().mutex);
         sim::StreamState* stream = sim::resolve_locked(handle);
@@ -920,6 +965,46 @@ void SimulatedRuntime::free_managed(void* data) noexcept {
     sim::release_locked(data, "cudaFree");
 }
 
+void* SimulatedRuntime::allocate_device(size_t bytes) {
+    // cudaMalloc: potentially unsafe during a capture (Relaxed mode allows
+    // it); it does not wait for the device
+    {
+        std::lock_guard<std::mutex> lock(simulator().mutex);
+        sim::check(sim::unsafe_call_locked("cudaMalloc"), "cudaMalloc");
+    }
+    sim::device_allocation_count++;
+    void* data = sim::register_memory(bytes, sim::current, MemoryKind::device);
+    if (data == nullptr) {
+        mtsarray::detail::gpu::check_allocation<SimulatedErrors>(Status::memory_allocation, "cudaMalloc", bytes,
+                                                                 "simulated_runtime.cpp", 0);
+    }
+    return data;
+}
+
+void SimulatedRuntime::free_device(void* data) noexcept {
+    // cudaFree waits for the device
+    const Status status = sim::synchronize_device_implicitly("cudaFree");
+    if (status != Status::success) {
+        sim::report(status, "cudaFree");
+        if (status == Status::capture_unsupported) {
+            return;
+        }
+    }
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    sim::release_locked(data, "cudaFree");
+}
+
+void SimulatedRuntime::retain_with_graph(StreamHandle handle, void (*release)(void*), void* object) {
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    sim::StreamState* stream = sim::resolve_locked(handle);
+    if (stream == nullptr || stream->capture == nullptr) {
+        release(object);
+        sim::fail(Status::invalid_value, "cudaGraphRetainUserObject");
+    }
+    stream->capture->retained->objects.emplace_back(release, object);
+    sim::live_user_objects++;
+}
+
 void SimulatedRuntime::copy_device_to_device_async(void* destination, const void* source, size_t bytes,
                                                    StreamHandle stream) {
     const int device = sim::current;
@@ -936,6 +1021,7 @@ void SimulatedRuntime::copy_device_to_device_async(void* destination, const void
 
 void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* source, size_t bytes,
                                                  StreamHandle stream) {
+    sim::uploads++;
     const int device = sim::current;
     if (sim::is_page_locked(source)) {
         // truly asynchronous: the source is read when the copy runs

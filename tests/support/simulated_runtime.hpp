@@ -183,11 +183,43 @@ size_t allocated_bytes();
 size_t pinned_allocations();
 size_t pinned_frees();
 
+/// Host -> device copies queued so far (cudaMemcpyAsync from host memory),
+/// and device allocations made (stream-ordered or not), in the process.
+size_t host_to_device_copies();
+size_t device_allocations();
+
 void begin_capture(int64_t stream, int device, CaptureMode mode = CaptureMode::global);
-using Graph = std::vector<std::function<void()>>;
+
+/// What a captured node does, for the tests that count them.
+enum class NodeKind { kernel, copy, memset, free, other };
+struct GraphNode {
+    NodeKind kind;
+    std::function<void()> work;  // empty for event nodes
+};
+struct RetainedObjects;
+/// A captured graph: its nodes in order, and the user objects it retains
+/// (cudaGraphRetainUserObject), released when the last copy of the graph
+/// is destroyed -- after its launches have run, as CUDA does: launch()
+/// keeps the graph's objects alive until its nodes are done.
+struct Graph {
+    std::vector<GraphNode> nodes;
+    std::shared_ptr<RetainedObjects> retained;
+
+    bool empty() const { return nodes.empty(); }
+    size_t size() const { return nodes.size(); }
+    size_t count(NodeKind kind) const {
+        size_t n = 0;
+        for (const auto& node : nodes) {
+            n += node.kind == kind ? 1 : 0;
+        }
+        return n;
+    }
+};
 /// Throws mtsarray::detail::Error when the capture was invalidated.
 Graph end_capture(int64_t stream, int device);
 void launch(const Graph& graph, int64_t stream, int device);
+/// User objects retained by live graphs (and captures under way).
+size_t retained_objects();
 
 /// The calling thread's interaction mode with captures; returns the old one.
 CaptureMode exchange_capture_mode(CaptureMode mode);
@@ -263,6 +295,11 @@ struct SimulatedRuntime {
     static void free_pinned(void* data) noexcept;
     static void* allocate_managed(size_t bytes);
     static void free_managed(void* data) noexcept;
+    static void* allocate_device(size_t bytes);
+    static void free_device(void* data) noexcept;
+
+    static constexpr bool has_user_objects = true;
+    static void retain_with_graph(StreamHandle stream, void (*release)(void*), void* object);
 
     static void copy_device_to_device_async(void* destination, const void* source, size_t bytes,
                                             StreamHandle stream);
