@@ -86,9 +86,21 @@ bool MovePlan::copy_may_be_out_of_range(const mts_data_movement_t* begin, const 
     return ((flags[0] | flags[1]) & top_bits) != 0;
 }
 
-MoveSummary MovePlan::summarize(MoveScan* parts, size_t count, const mts_data_movement_t* copy) const {
+MoveSummary MovePlan::summarize(MoveScan* parts, size_t count, mts_data_movement_t* copy) const {
     const mts_data_movement_t* const checked = copy != nullptr ? copy : movements_;
-    MoveScan all = {0, 0, 0, 0, 0};
+    if (copy != nullptr) {
+        // a part that stayed one run stored its first movement only: its
+        // last one, which the next part is joined to, follows from it
+        for (size_t i = 0; i < count; i++) {
+            if (!parts[i].copied) {
+                const mts_data_movement_t first = copy[parts[i].begin];
+                const uintptr_t step = parts[i].end - 1 - parts[i].begin;
+                copy[parts[i].end - 1] = {first.sample_in + step, first.sample_out + step, first.properties_start_in,
+                                          first.properties_start_out, first.properties_length};
+            }
+        }
+    }
+    MoveScan all = {0, 0, 0, 0, 0, 0, true};
     for (size_t i = 0; i < count; i++) {
         if (copy != nullptr && parts[i].begin != 0 && parts[i].begin < movements_count_) {
             join_part(parts[i], copy);
@@ -102,6 +114,15 @@ MoveSummary MovePlan::summarize(MoveScan* parts, size_t count, const mts_data_mo
         return {0, true, false};
     }
     const bool flagged = (all.out_of_range & top_bits) != 0;
+    if (copy != nullptr && (flagged || all.not_one_run != 0)) {
+        // the exact check and the copy by movements read the whole copy
+        for (size_t i = 0; i < count; i++) {
+            if (!parts[i].copied) {
+                fill_run(copy, parts[i].begin, parts[i].end - 1);
+                parts[i].copied = true;
+            }
+        }
+    }
     if (flagged) {
         check_exactly(checked);
     }

@@ -86,6 +86,15 @@ struct MoveScan {
     uint64_t out_of_order;  // top bits: an output sample did not increase
     uint64_t elements;      // properties_length, added up
     size_t begin;           // the first movement of the part scanned
+    size_t end;             // past its last one
+    /// Whether the copy holds every movement of the part as it was read.
+    /// Otherwise it holds the part's first one only, and the part is one
+    /// run (each movement continues the one before it, with the first one's
+    /// ranges): MovePlan::fill_run() writes the rest from it, the very
+    /// values that were read and checked. A list that stays one run is then
+    /// never stored (a copy of each movement would cost in-order calls
+    /// about a tenth of their time).
+    bool copied;
 };
 
 /// What a backend keeps of movements checked once and executed many times
@@ -152,8 +161,24 @@ public:
     /// portable code; a backend may scan faster as long as it gives the
     /// same MoveScan and copy (base/move_scan.hpp). `copy` may be null:
     /// nothing is copied, and the parts must then be the whole list in one.
+    /// The copy of a part that is one run holds its first movement only
+    /// (MoveScan::copied); summarize() completes it where the summary needs
+    /// it: when the list is not one run, or flagged. A list that is one run
+    /// keeps copy[0] only, which single_run() reads; call fill_run() for the
+    /// rest when it is needed.
     MoveScan scan_part(size_t begin, size_t end, mts_data_movement_t* copy) const noexcept;
-    MoveSummary summarize(MoveScan* parts, size_t count, const mts_data_movement_t* copy) const;
+    MoveSummary summarize(MoveScan* parts, size_t count, mts_data_movement_t* copy) const;
+
+    /// Writes copy[begin + 1, end) as the run that copy[begin] starts:
+    /// samples one after the other, the same property ranges.
+    static void fill_run(mts_data_movement_t* copy, size_t begin, size_t end) noexcept {
+        const mts_data_movement_t first = copy[begin];
+        for (size_t i = begin + 1; i < end; i++) {
+            const uintptr_t step = i - begin;
+            copy[i] = {first.sample_in + step, first.sample_out + step, first.properties_start_in,
+                       first.properties_start_out, first.properties_length};
+        }
+    }
 
     /// The same plan on other movements: the copy scan_part() made.
     MovePlan with_movements(const mts_data_movement_t* movements) const noexcept {

@@ -63,6 +63,8 @@ constexpr uint64_t top_bits = uint64_t(3) << 62;
 // not one run (scattered samples) mostly shows it in its first block, and
 // the rest of it takes the loop without the comparison.
 constexpr size_t run_check_block = 256;
+// The first of them, shorter (see scan_range).
+constexpr size_t first_run_check_block = 8;
 
 // One movement, read once: three loads, (sample_in, sample_out),
 // (properties_start_in, properties_start_out) and (properties_start_out,
@@ -161,7 +163,7 @@ template <typename Scanner>
     Lanes breaks = {0, 0};
     Lanes lengths = {0, 0};
     if (begin == end) {
-        return {flags[0] | flags[1], 0, 0, 0, begin};
+        return {flags[0] | flags[1], 0, 0, 0, begin, end, true};
     }
     mts_data_movement_t* next_copy = copy == nullptr ? nullptr : copy + begin + 1;
     const MovementLanes head = read_movement(movements + begin, copy == nullptr ? nullptr : copy + begin);
@@ -171,19 +173,48 @@ template <typename Scanner>
     Lanes next_samples = head.samples + Lanes{1, 1};
     const mts_data_movement_t* movement = movements + begin + 1;
     const mts_data_movement_t* const stop = movements + end;
+    // While the movements are one run, they are not stored: each continues
+    // the head, which is (MoveScan::copied). A block that breaks the run is
+    // read again, stored as it is checked, and what the first look saw of
+    // it is forgotten; from there on every movement is stored as read.
+    // The first block is short: a scattered list breaks its run at once, and
+    // is then read twice only that far.
+    bool storing = copy == nullptr;
+    size_t block = first_run_check_block;
     while (movement != stop && (breaks[0] | breaks[1]) == 0) {
-        const auto* block_end = static_cast<size_t>(stop - movement) > run_check_block ? movement + run_check_block
-                                                                                       : stop;
-        scanner.template run<true>(movement, block_end, next_copy, first, last_samples, properties, flags, breaks,
-                                   lengths, next_samples);
+        const auto* block_end = static_cast<size_t>(stop - movement) > block ? movement + block : stop;
+        block = run_check_block;
+        if (storing) {
+            scanner.template run<true>(movement, block_end, next_copy, first, last_samples, properties, flags,
+                                       breaks, lengths, next_samples);
+        } else {
+            const Lanes flags_before = flags;
+            const Lanes lengths_before = lengths;
+            const Lanes next_samples_before = next_samples;
+            scanner.template run<true>(movement, block_end, nullptr, first, last_samples, properties, flags, breaks,
+                                       lengths, next_samples);
+            if ((breaks[0] | breaks[1]) != 0) {
+                flags = flags_before;
+                lengths = lengths_before;
+                next_samples = next_samples_before;
+                breaks = Lanes{0, 0};
+                MovePlan::fill_run(copy, begin, static_cast<size_t>(movement - movements));
+                storing = true;
+                scanner.template run<true>(movement, block_end, next_copy, first, last_samples, properties, flags,
+                                           breaks, lengths, next_samples);
+            }
+        }
         if (next_copy != nullptr) {
             next_copy += block_end - movement;
         }
         movement = block_end;
     }
+    // here the list broke its run (every movement so far is stored), or all
+    // of it was read
     scanner.template run<false>(movement, stop, next_copy, first, last_samples, properties, flags, breaks, lengths,
                                 next_samples);
-    return {flags[0] | flags[1], breaks[0] | breaks[1], breaks[1], lengths[1], begin};
+    return {flags[0] | flags[1], breaks[0] | breaks[1], breaks[1], lengths[1], begin, end,
+            storing || end - begin <= 1};
 }
 
 // What lies between a part starting at `begin` (> 0) and the movements

@@ -75,6 +75,16 @@ public:
     /// "float64 array of shape [3, 4] on cuda:0", for messages.
     std::string describe() const;
 
+    /// Whether this array's bytes and `other`'s share memory (views of one
+    /// buffer, or wrapped memory that overlaps): an operation reading one
+    /// and writing the other then goes through a snapshot.
+    bool overlaps(const Array& other) const noexcept {
+        const auto* begin = static_cast<const unsigned char*>(data_);
+        const auto* other_begin = static_cast<const unsigned char*>(other.data_);
+        return nbytes() != 0 && other.nbytes() != 0 && begin < other_begin + other.nbytes() &&
+               other_begin < begin + nbytes();
+    }
+
     // ---- host mirror -------------------------------------------------------
     // libmetatensor reads Labels values back on the CPU (as_dlpack(cpu)) to
     // check and look them up. Small int32 2-D arrays on a GPU keep an

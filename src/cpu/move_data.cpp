@@ -403,7 +403,12 @@ MoveSummary check_into(const MovePlan& plan, mts_data_movement_t* copy) {
     if (plan.movements_count() == 0) {
         return {0, true, false};
     }
-    return validate_into(plan, copy);
+    const MoveSummary summary = validate_into(plan, copy);
+    if (summary.one_run) {
+        // a plan keeps every movement (a GPU builds its table from them)
+        MovePlan::fill_run(copy, 0, plan.movements_count());
+    }
+    return summary;
 }
 
 CheckedMoves plan_checked_copy(const MovePlan& plan, const MoveSummary& summary) {

@@ -13,16 +13,6 @@
 
 namespace mtsarray::detail {
 
-namespace {
-
-bool overlaps(const Array& a, const Array& b) {
-    const auto* a_begin = static_cast<const unsigned char*>(a.data());
-    const auto* b_begin = static_cast<const unsigned char*>(b.data());
-    return a.nbytes() != 0 && b.nbytes() != 0 && a_begin < b_begin + b.nbytes() && b_begin < a_begin + a.nbytes();
-}
-
-}  // namespace
-
 void copy_into(Array& destination, const Array& source) {
     MTSARRAY_EXPECTS(same_dtype(destination.dtype(), source.dtype()),
                      "the source (" + source.describe() + ") has another dtype than the destination");
@@ -41,7 +31,7 @@ void copy_into(Array& destination, const Array& source) {
         const Backend& memory = destination.memory_backend();
         const Backend& compute = destination.compute_backend();
         memory.wait(stream, source.stream());
-        if (!overlaps(destination, source)) {
+        if (!destination.overlaps(source)) {
             compute.copy(stream, destination.data(), source.data(), bytes);
         } else {
             // two views of one buffer: through a snapshot, as memmove would

@@ -7,16 +7,6 @@
 
 namespace mtsarray::detail {
 
-namespace {
-
-bool overlaps(const Array& a, const Array& b) {
-    const auto* a_begin = static_cast<const unsigned char*>(a.data());
-    const auto* b_begin = static_cast<const unsigned char*>(b.data());
-    return a.nbytes() != 0 && b.nbytes() != 0 && a_begin < b_begin + b.nbytes() && b_begin < a_begin + a.nbytes();
-}
-
-}  // namespace
-
 void move_data(Array& output, const Array& input, const mts_data_movement_t* movements, size_t count) {
     MTSARRAY_EXPECTS(same_dtype(output.dtype(), input.dtype()),
                      "input (" + input.describe() + ") and output have different dtypes");
@@ -34,7 +24,7 @@ void move_data(Array& output, const Array& input, const mts_data_movement_t* mov
     const auto& stream = output.stream();
     const auto& backend = output.compute_backend();
     output.invalidate_host_mirror();
-    if (!overlaps(output, input)) {
+    if (!output.overlaps(input)) {
         backend.move_data(stream, output.data(), input.data(), input.stream(), plan);
     } else {
         // moving within one buffer: read from a snapshot so that no movement

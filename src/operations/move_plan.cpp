@@ -83,7 +83,7 @@ void ReusableMovePlan::run(Array& output, const Array& input) const {
     const Stream& stream = output.stream();
     output.invalidate_host_mirror();
     if (host_ != nullptr) {
-        if (!overlaps(output, input)) {
+        if (!output.overlaps(input)) {
             host_->execute(output.data(), input.data());
             return;
         }
@@ -96,7 +96,7 @@ void ReusableMovePlan::run(Array& output, const Array& input) const {
     }
 
     const auto& backend = output.compute_backend();
-    if (prepared_ != nullptr && !overlaps(output, input)) {
+    if (prepared_ != nullptr && !output.overlaps(input)) {
         // the device's prepared table: one launch, nothing uploaded or
         // allocated (its offsets hold for these arrays: the axes after the
         // samples are the plan's, matches() said so)
@@ -109,7 +109,7 @@ void ReusableMovePlan::run(Array& output, const Array& input) const {
     // the movements while the call queues the copy, so the plan's memory is
     // not used by the work left queued.
     const MovePlan plan(output.shape(), input.shape(), element_size_, movements_.get(), count_);
-    if (!overlaps(output, input)) {
+    if (!output.overlaps(input)) {
         backend.move_data(stream, output.data(), input.data(), input.stream(), plan);
     } else {
         output.memory_backend().check_not_capturing(stream, "a move plan within one buffer (through a snapshot)");

@@ -51,7 +51,7 @@ public:
         if (!matches(output, input)) {
             reject(output, input);
         }
-        if (small_single_run_ && !overlaps(output, input)) {
+        if (small_single_run_ && !output.overlaps(input)) {
             // inline: a small plan is mostly this fixed cost
             (void)cpu::thread_count();  // like every host operation: a bad thread count is an error
             output.invalidate_host_mirror();
@@ -96,12 +96,6 @@ private:
             }
         }
         return true;
-    }
-    static bool overlaps(const Array& a, const Array& b) noexcept {
-        const auto* a_begin = static_cast<const unsigned char*>(a.data());
-        const auto* b_begin = static_cast<const unsigned char*>(b.data());
-        return a.nbytes() != 0 && b.nbytes() != 0 && a_begin < b_begin + b.nbytes() &&
-               b_begin < a_begin + a.nbytes();
     }
     [[noreturn, gnu::cold, gnu::noinline]] void reject(const Array& output, const Array& input) const;
     [[gnu::noinline]] void run(Array& output, const Array& input) const;

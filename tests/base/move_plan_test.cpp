@@ -14,20 +14,15 @@
 
 #include "base/error.hpp"
 #include "base/move_plan.hpp"
+#include "support/kept_move_plan.hpp"
 
 using mtsarray::detail::MovePlan;
 using mtsarray::detail::MoveRun;
 
 namespace {
 
-// A plan borrows its movements (it lives inside one move_data call); the
-// lists made by these tests are kept alive here for the whole run.
-MovePlan plan(const std::vector<uintptr_t>& output_shape, const std::vector<uintptr_t>& input_shape,
-              size_t element_size, const std::vector<mts_data_movement_t>& movements) {
-    static std::deque<std::vector<mts_data_movement_t>> kept;
-    const auto& stored = kept.emplace_back(movements);
-    return MovePlan(output_shape, input_shape, element_size, stored.data(), stored.size());
-}
+// the plans' movement lists live for the whole run
+constexpr auto plan = mtsarray_test::kept_plan;
 
 // The runs of a plan, after checking its movements (as a backend does).
 std::vector<MoveRun> runs_of(const MovePlan& plan) {

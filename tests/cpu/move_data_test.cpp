@@ -66,6 +66,11 @@ MoveSummary validate_in_parts(const MovePlan& plan, std::mt19937_64& rng) {
         parts[i] = plan.scan_part(cuts[i], cuts[i + 1], copy.data());
     }
     const MoveSummary summary = plan.summarize(parts.data(), parts.size(), copy.data());
+    if (summary.one_run) {
+        // a list that is one run keeps its first movement only: the rest
+        // follows from it
+        MovePlan::fill_run(copy.data(), 0, count);
+    }
     for (size_t i = 0; i < count; i++) {
         EXPECT_EQ(std::memcmp(&copy[i], &plan.movement(i), sizeof(mts_data_movement_t)), 0) << "movement " << i;
     }
