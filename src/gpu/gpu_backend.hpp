@@ -265,7 +265,7 @@ public:
 
         // the table sorted by size class (only when it mixes classes) and
         // the blocks of each class
-        std::vector<MoveTableEntry> scratch;
+        std::vector<MoveTableEntry>& scratch = move_table_scratch();
         const MoveLaunchClasses classes =
             classify_move_table(storage.data(), summary, plan.input_row_stride(), plan.output_row_stride(),
                                 threads_per_block, max_blocks, scratch);
@@ -312,7 +312,7 @@ public:
             plan.validate();
             throw Error("move plan: a movement is out of range");
         }
-        std::vector<MoveTableEntry> scratch;
+        std::vector<MoveTableEntry>& scratch = move_table_scratch();
         const MoveLaunchClasses classes =
             classify_move_table(storage.data(), summary, plan.input_row_stride(), plan.output_row_stride(),
                                 threads_per_block, max_blocks, scratch);
@@ -765,7 +765,7 @@ private:
         } else {
             (void)device;
             (void)blocks;
-            std::vector<MoveTableEntry> scratch;
+            std::vector<MoveTableEntry>& scratch = move_table_scratch();
             for (uint64_t first = 0; first < summary.entries; first += inline_move_table_capacity) {
                 const uint64_t count = std::min<uint64_t>(inline_move_table_capacity, summary.entries - first);
                 MoveTableSummary slice;

@@ -101,11 +101,15 @@ MTSARRAY_HOST_DEVICE inline uint64_t entry_alignment_bits(const MoveTableEntry& 
 
 /// log2 of the widest unit (at most 16 bytes) dividing `bits`.
 MTSARRAY_HOST_DEVICE inline uint32_t unit_width_log2(uint64_t bits) {
-    uint32_t log2 = 0;
-    while (log2 < 4 && ((bits >> log2) & 1) == 0) {
-        log2++;
+    const uint32_t low = static_cast<uint32_t>(bits & 15);
+    if (low == 0) {
+        return 4;
     }
-    return log2;
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+    return static_cast<uint32_t>(__ffs(static_cast<int>(low)) - 1);
+#else
+    return static_cast<uint32_t>(__builtin_ctz(low));
+#endif
 }
 
 /// The smallest c with `units` <= 2^c.
@@ -323,6 +327,17 @@ bool build_move_table(const MovePlan& plan, Storage& storage, MoveTableSummary& 
     return true;
 }
 
+/// The calling thread's scratch table for classify_move_table, reused from
+/// call to call (a move_data of 10^5 movements would otherwise allocate,
+/// and fault in, 1.6 MB every time); one above 4 MiB is not kept.
+inline std::vector<MoveTableEntry>& move_table_scratch() {
+    thread_local std::vector<MoveTableEntry> scratch;
+    if (scratch.capacity() > (size_t(1) << 18)) {
+        scratch = std::vector<MoveTableEntry>();
+    }
+    return scratch;
+}
+
 inline MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const MoveTableSummary& summary,
                                              uint64_t input_stride, uint64_t output_stride,
                                              uint32_t threads_per_block, uint64_t max_blocks,
@@ -339,9 +354,14 @@ inline MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const Move
                                  : 64 + static_cast<uint32_t>(__builtin_ctzll(summary.keys_seen[1]));
         per_class[key / move_unit_widths] = summary.entries;
     } else {
+        // each entry's key computed once, kept for the scatter below
+        thread_local std::vector<uint8_t> keys;
+        keys.resize(summary.entries);
         uint64_t per_key[move_class_keys] = {};
         for (uint64_t i = 0; i < summary.entries; i++) {
-            per_key[move_class_key(entries[i], input_stride, output_stride)]++;
+            const uint32_t key = move_class_key(entries[i], input_stride, output_stride);
+            keys[i] = static_cast<uint8_t>(key);
+            per_key[key]++;
         }
         uint64_t start[move_class_keys];
         uint64_t next = 0;
@@ -352,9 +372,12 @@ inline MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const Move
         }
         scratch.resize(summary.entries);
         for (uint64_t i = 0; i < summary.entries; i++) {
-            scratch[start[move_class_key(entries[i], input_stride, output_stride)]++] = entries[i];
+            scratch[start[keys[i]]++] = entries[i];
         }
         std::memcpy(entries, scratch.data(), summary.entries * sizeof(MoveTableEntry));
+        if (keys.capacity() > (size_t(1) << 22)) {
+            keys = std::vector<uint8_t>();  // a thread keeps at most 4 MiB of keys between calls
+        }
     }
 
     // blocks per class: one step of work per team, all classes scaled down
