@@ -26,13 +26,9 @@ void transfer(void* destination, const Stream& destination_stream, const void* s
         return;
     }
     if (source_on_host) {
-        const auto& backend = memory_backend(destination_type);
-        if (source_owner != nullptr) {
-            backend.copy_from_host_keeping(destination_stream, destination, source, bytes, std::move(source_owner),
-                                           source_type != kDLCPU);
-        } else {
-            backend.copy_from_host(destination_stream, destination, source, bytes);
-        }
+        memory_backend(destination_type)
+            .copy_from_host_keeping(destination_stream, destination, source, bytes, std::move(source_owner),
+                                    source_type != kDLCPU);
         return;
     }
     const auto& source_backend = memory_backend(source_type);
