@@ -3,8 +3,7 @@
 
 #include "mtsarray.h"
 
-#include <map>
-#include <mutex>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -158,17 +157,53 @@ mts_status_t mtsarray_backend_available(DLDeviceType device_type, bool* availabl
     });
 }
 
-const char* mtsarray_backend_unavailable_reason(DLDeviceType device_type) {
-    // one message per device type, computed once and kept for the program's life
-    static std::mutex mutex;
-    static auto* reasons = new std::map<int, std::string>();
-    try {
-        std::lock_guard<std::mutex> lock(mutex);
-        auto found = reasons->find(device_type);
-        if (found == reasons->end()) {
-            found = reasons->emplace(device_type, unavailable_reason(device_type)).first;
+namespace {
+
+/// One device type's reason, kept for the program's life in a list that
+/// only grows at its head. Lock-free, so that a fork() child never finds it
+/// locked by a thread of the parent that no longer exists there.
+struct UnavailableReason {
+    DLDeviceType type;
+    std::string text;
+    const UnavailableReason* next;
+};
+
+std::atomic<const UnavailableReason*>& unavailable_reasons() {
+    static std::atomic<const UnavailableReason*> head{nullptr};
+    return head;
+}
+
+const UnavailableReason* find_reason(const UnavailableReason* from, const UnavailableReason* to,
+                                     DLDeviceType type) noexcept {
+    for (; from != to; from = from->next) {
+        if (from->type == type) {
+            return from;
         }
-        return found->second.c_str();
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+const char* mtsarray_backend_unavailable_reason(DLDeviceType device_type) {
+    auto& head = unavailable_reasons();
+    const UnavailableReason* seen = head.load(std::memory_order_acquire);
+    if (const auto* known = find_reason(seen, nullptr, device_type)) {
+        return known->text.c_str();
+    }
+    try {
+        // computed outside any lock; two threads asking at once may both
+        // compute it, and the first to publish wins
+        auto* made = new UnavailableReason{device_type, unavailable_reason(device_type), seen};
+        while (!head.compare_exchange_weak(made->next, made, std::memory_order_acq_rel,
+                                           std::memory_order_acquire)) {
+            if (const auto* known = find_reason(made->next, seen, device_type)) {
+                delete made;
+                return known->text.c_str();
+            }
+            seen = made->next;
+        }
+        return made->text.c_str();
     } catch (...) {
         return "could not determine the backend's availability";
     }

@@ -533,7 +533,8 @@ constexpr bool forks_usable = true;
 
 /// What a forked child does (and must be able to do whatever the parent's
 /// other threads were doing at the fork): set the thread count, make arrays,
-/// move data between them, read them back, destroy them. One thread in the
+/// move data between them, read them back, destroy them, ask why a backend
+/// is unavailable. One thread in the
 /// child: a ThreadSanitizer child may not start threads. Exit status 0 when
 /// every value is right; a child stuck on a lock is killed by its alarm.
 [[noreturn]] void child_uses_the_library() {
@@ -561,6 +562,9 @@ constexpr bool forks_usable = true;
         int32_t count = 0;
         if (status == 0 && (mtsarray_get_num_threads(&count) != MTS_SUCCESS || count != 1)) {
             status = 4;
+        }
+        if (status == 0 && std::string(mtsarray_backend_unavailable_reason(kDLCPU)) != "") {
+            status = 6;
         }
     } catch (...) {
         status = 5;
@@ -592,8 +596,8 @@ std::string fork_and_use_the_library() {
     return "";
 }
 
-/// Threads of the parent making and destroying arrays, and setting the
-/// thread count, until `stop`.
+/// Threads of the parent making and destroying arrays, setting the thread
+/// count and asking why backends are unavailable, until `stop`.
 class BusyParent {
 public:
     BusyParent() {
@@ -610,6 +614,12 @@ public:
         threads_.emplace_back([this] {
             for (int32_t round = 0; !stop_.load(std::memory_order_relaxed); round++) {
                 EXPECT_EQ(mtsarray_set_num_threads(1 + round % 4), MTS_SUCCESS) << last_error();
+            }
+        });
+        threads_.emplace_back([this] {
+            const DLDeviceType types[] = {kDLCPU, kDLCUDA, kDLROCM, kDLVulkan, kDLMetal};
+            for (size_t round = 0; !stop_.load(std::memory_order_relaxed); round++) {
+                EXPECT_NE(mtsarray_backend_unavailable_reason(types[round % 5]), nullptr);
             }
         });
     }
