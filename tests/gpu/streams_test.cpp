@@ -81,7 +81,12 @@ TEST_P(StreamOrdering, ThousandsOfScatteredMovementsWaitForAHeldWriter) {
 
         auto hold = driver().hold(other_, 0);
         ASSERT_EQ(move_data(input, fresh, whole_rows(samples, properties)), MTS_SUCCESS) << last_error();
+        const size_t uploads = driver().simulated() ? sim::host_to_device_copies() : 0;
         ASSERT_EQ(move_data(output, input, movements), MTS_SUCCESS) << last_error();
+        if (driver().simulated()) {
+            EXPECT_EQ(sim::host_to_device_copies(), uploads + 1)
+                << "a table this large is uploaded, not passed as kernel parameters";
+        }
         EXPECT_TRUE(hold->running()) << "move_data waited on the host for the writer's stream";
         let_misordered_work_run();
         EXPECT_EQ(peek_values(output), before) << "move_data read the input before its writer ran";
@@ -105,7 +110,12 @@ TEST_P(StreamOrdering, ThousandsOfScatteredMovementsReturnWhileBothStreamsAreHel
     }
     expect_returns_while_held({{stream_, 0}, {other_, 0}},
                               [&] {
+                                  const size_t uploads = driver().simulated() ? sim::host_to_device_copies() : 0;
                                   ASSERT_EQ(move_data(output, input, movements), MTS_SUCCESS) << last_error();
+                                  if (driver().simulated()) {
+                                      EXPECT_EQ(sim::host_to_device_copies(), uploads + 1)
+                                          << "a table this large is uploaded, not passed as kernel parameters";
+                                  }
                                   let_misordered_work_run();
                                   EXPECT_EQ(peek_values(output), before) << "moved with the output's stream held";
                               },

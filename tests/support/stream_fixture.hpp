@@ -8,10 +8,8 @@
 // simulated runtime. What only the simulation can see (uses of freed
 // memory, leaks, host waits) is checked where it runs.
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -101,7 +99,7 @@ protected:
 
     StreamDriver& driver() { return *driver_; }
 
-    /// An array on device 0 holding `values`, working on `stream`, ready.
+    /// An array on `device` holding `values`, working on `stream`, ready.
     mtsarray::Array device_array(const std::vector<double>& values, const std::vector<uintptr_t>& shape,
                                  int64_t stream, DLDevice device = gpu0) {
         auto array = array_from_bytes(device, float64(), shape, to_bytes(values));
