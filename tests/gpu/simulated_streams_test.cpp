@@ -1,18 +1,22 @@
-// The stream contract of GpuBackend on the simulated CUDA runtime
-// (tests/support/simulated_runtime.hpp): runs on every machine, GPU or not.
+// What only the simulated CUDA runtime (tests/support/simulated_runtime.hpp)
+// can see of GpuBackend's stream contract, on every machine, GPU or not:
 //
-//  - no operation on device memory blocks the host: each one is called while
-//    a slow kernel holds every stream involved, and must return at once
-//    without a host synchronisation, its work still queued;
-//  - memory read on another stream (move_data input, a DLPack export read
-//    by its consumer, a wrapped buffer, an imported tensor) is freed or
-//    handed back only after that read;
+//  - no host wait at all (counted) while importing, moving a TensorMap, or
+//    copying more than the staging pool holds;
+//  - memory read on another stream (a copied export, a wrapped buffer, an
+//    imported tensor, a buffer used before a capture) is freed or handed
+//    back only after that read: a use of freed memory is reported;
 //  - the host copy of label arrays is never trusted once a writable pointer
 //    to their buffer has left mtsarray;
-//  - graph capture: allocating operations fail clearly, move_data is
-//    captured and replays right, frees wait for the capture to end;
-//  - a user allocator serves and frees its own memory.
-// The same checks on a real CUDA device are in tests/cuda/streams_test.cpp.
+//  - graph capture: move_data needs its input in the same capture, frees
+//    wait for the capture to end, deferred releases and the per-thread
+//    stream of another thread leave captures valid; prepared plans replay
+//    with no host work;
+//  - a user allocator serves and frees its own memory; contexts are made
+//    only on the devices used.
+// The checks that also hold on a real GPU (ordering, no host block,
+// lifetimes, capture in its three modes) run on both, through the stream
+// driver, in tests/gpu/streams_test.cpp and tests/gpu/no_host_block_test.cpp.
 
 #include <atomic>
 #include <chrono>
@@ -28,6 +32,7 @@
 #include <gtest/gtest.h>
 
 #include "support/backends.hpp"
+#include "support/movements.hpp"
 #include "core/backend_registry.hpp"
 #include "core/buffer.hpp"
 #include "base/move_plan.hpp"
@@ -45,12 +50,6 @@ enum class StreamKind { legacy, per_thread, user };
 
 std::string kind_name(StreamKind kind) {
     return kind == StreamKind::legacy ? "legacy" : kind == StreamKind::per_thread ? "per_thread" : "user";
-}
-
-std::vector<double> iota(size_t count, double start) {
-    std::vector<double> values(count);
-    std::iota(values.begin(), values.end(), start);
-    return values;
 }
 
 /// The simulated devices as the tests drive them: the simulation's controls,
@@ -139,6 +138,43 @@ protected:
         }
     }
 
+    /// Device memory of the test's own, wrapped in an array that works on
+    /// `stream` and whose deleter frees the memory there and counts.
+    struct WrappedMemory {
+        SimulatedDevices* gpu = nullptr;
+        Stream stream = Stream::default_for(gpu0);
+        void* memory = nullptr;
+        std::atomic<int> released{0};
+        mts_array_t array = {};
+        std::unique_ptr<mtsarray::Array> input;
+    };
+
+    /// Wraps four float64 of device memory allocated on `stream`, then
+    /// holds the stream (`gate`) and queues behind it a move_data into them.
+    void write_wrapped_memory_behind_a_hold(int64_t stream, WrappedMemory& wrapped, sim::Gate& gate) {
+        wrapped.gpu = &gpu_;
+        wrapped.stream = Stream::parse(gpu0, stream);
+        wrapped.memory = gpu_.allocate(wrapped.stream, 4 * sizeof(double));
+        const uintptr_t shape[] = {4, 1};
+        ASSERT_EQ(mtsarray_wrap(wrapped.memory, gpu0, float64(), shape, 2,
+                                [](void* context) {
+                                    auto* self = static_cast<WrappedMemory*>(context);
+                                    self->gpu->deallocate(self->stream, self->memory, 4 * sizeof(double));
+                                    self->released.fetch_add(1);
+                                },
+                                &wrapped, &wrapped.array),
+                  MTS_SUCCESS)
+            << last_error();
+        ASSERT_EQ(mtsarray_set_stream(&wrapped.array, stream), MTS_SUCCESS);
+        wrapped.input = std::make_unique<mtsarray::Array>(device_array(iota(4, 1.0), {4, 1}, stream));
+        gpu_.drain();
+        gate = gpu_.hold(stream, 0);
+        const std::vector<mts_data_movement_t> movements = {{0, 3, 0, 0, 1}, {3, 0, 0, 0, 1}};
+        const auto& input = wrapped.input->get();
+        ASSERT_EQ(wrapped.array.move_data(wrapped.array.ptr, input.ptr, movements.data(), 2), MTS_SUCCESS)
+            << last_error();
+    }
+
     SimulatedDevices gpu_;
     size_t allocated_before_ = 0;
     int64_t stream_ = 0;
@@ -173,95 +209,6 @@ void let_misordered_work_run() {
 }  // namespace
 
 // ---- 1. nothing blocks the host ------------------------------------------------------
-
-TEST_P(SimulatedStreams, MoveDataReturnsWhileBothStreamsAreBusy) {
-    auto input = device_array(iota(8 * 3, 1.0), {8, 3}, other_);
-    auto output = device_array(std::vector<double>(4 * 3, 0.0), {4, 3}, stream_);
-    const std::vector<mts_data_movement_t> movements = {{7, 0, 0, 0, 3}, {2, 3, 1, 1, 2}};
-    expect_no_host_wait({{stream_, 0}, {other_, 0}},
-                        [&] {
-                            ASSERT_EQ(raw(output).move_data(raw(output).ptr, raw(input).ptr, movements.data(), 2),
-                                      MTS_SUCCESS)
-                                << last_error();
-                        },
-                        "move_data");
-    EXPECT_EQ(values_of(output), (std::vector<double>{22, 23, 24, 0, 0, 0, 0, 0, 0, 0, 8, 9}));
-}
-
-TEST_P(SimulatedStreams, CreateFillAndZerosReturnAtOnce) {
-    auto prototype = device_array({1.0}, {1}, stream_);
-    mts_array_t created = {};
-    int destroyed = 0;
-    const uintptr_t shape[] = {5};
-    expect_no_host_wait({{stream_, 0}, {1, 0}},
-                        [&] {
-                            auto fill = ForeignArray::make(float64(), {}, to_bytes(std::vector<double>{2.5}),
-                                                           &destroyed);
-                            ASSERT_EQ(raw(prototype).create(raw(prototype).ptr, shape, 1, fill, &created),
-                                      MTS_SUCCESS)
-                                << last_error();
-                        },
-                        "create");
-    mtsarray::Array filled(created);
-    EXPECT_EQ(values_of(filled), std::vector<double>(5, 2.5));
-
-    std::unique_ptr<mtsarray::Array> full;
-    expect_no_host_wait({{1, 0}},
-                        [&] { full = std::make_unique<mtsarray::Array>(mtsarray::Array::full<double>(gpu0, {3}, -1.0)); },
-                        "mtsarray_full");
-    EXPECT_EQ(values_of(*full), std::vector<double>(3, -1.0));
-}
-
-TEST_P(SimulatedStreams, CopiesOnOneDeviceAndBetweenDevicesReturnAtOnce) {
-    auto source = device_array(iota(6, 0.5), {2, 3}, stream_);
-    std::unique_ptr<mtsarray::Array> same;
-    std::unique_ptr<mtsarray::Array> other_device;
-    expect_no_host_wait({{stream_, 0}, {1, 1}},
-                        [&] {
-                            same = std::make_unique<mtsarray::Array>(source.copy(gpu0));
-                            other_device = std::make_unique<mtsarray::Array>(source.copy(gpu1));
-                        },
-                        "copy");
-    EXPECT_EQ(same->stream(), stream_);
-    EXPECT_EQ(values_of(*same), iota(6, 0.5));
-    EXPECT_EQ(values_of(*other_device), iota(6, 0.5));
-}
-
-TEST_P(SimulatedStreams, SwapAxesReturnsAtOnce) {
-    auto array = device_array(iota(6, 0.0), {2, 3}, stream_);
-    expect_no_host_wait({{stream_, 0}},
-                        [&] { ASSERT_EQ(raw(array).swap_axes(raw(array).ptr, 0, 1), MTS_SUCCESS) << last_error(); },
-                        "swap_axes");
-    EXPECT_EQ(values_of(array), (std::vector<double>{0, 3, 1, 4, 2, 5}));
-}
-
-TEST_P(SimulatedStreams, ExportsToADeviceReturnAtOnce) {
-    auto array = device_array(iota(4, 1.0), {4}, stream_);
-    DLManagedTensorVersioned* same = nullptr;
-    DLManagedTensorVersioned* other_device = nullptr;
-    expect_no_host_wait({{stream_, 0}, {consumer_, 0}, {device1_, 1}},
-                        [&] {
-                            ASSERT_EQ(raw(array).as_dlpack(raw(array).ptr, &same, gpu0, &consumer_, dlpack_version()),
-                                      MTS_SUCCESS)
-                                << last_error();
-                            ASSERT_EQ(raw(array).as_dlpack(raw(array).ptr, &other_device, gpu1, &device1_,
-                                                           dlpack_version()),
-                                      MTS_SUCCESS)
-                                << last_error();
-                        },
-                        "as_dlpack to a device");
-    EXPECT_EQ(same->flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
-    EXPECT_NE(other_device->flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
-    // the consumers read on their own streams, after the export's wait
-    std::vector<double> read_same(4), read_other(4);
-    gpu_.copy_to_host(Stream::parse(gpu0, consumer_), read_same.data(), same->dl_tensor.data, 32);
-    gpu_.copy_to_host(Stream::parse(gpu1, device1_), read_other.data(), other_device->dl_tensor.data, 32);
-    gpu_.drain();
-    EXPECT_EQ(read_same, iota(4, 1.0));
-    EXPECT_EQ(read_other, iota(4, 1.0));
-    same->deleter(same);
-    other_device->deleter(other_device);
-}
 
 TEST_P(SimulatedStreams, ImportingAStridedDeviceTensorReturnsAtOnce) {
     // a producer's strided tensor in simulated device memory
@@ -360,46 +307,6 @@ TEST_P(SimulatedStreams, TheSimulatorSeesAFreeOrderedBeforeARead) {
     gpu_.clear_violations();  // provoked on purpose
 }
 
-TEST_P(SimulatedStreams, AnInputReadOnAnotherStreamIsFreedAfterTheRead) {
-    auto output = device_array(std::vector<double>(8, 0.0), {8, 1}, stream_);
-    auto input = std::make_unique<mtsarray::Array>(device_array(iota(8, 10.0), {8, 1}, other_));
-    gpu_.drain();
-    auto gate = gpu_.hold(stream_, 0);  // the move will run late, on the output's stream
-    std::vector<mts_data_movement_t> movements;
-    for (uintptr_t i = 0; i < 8; i++) {
-        movements.push_back({i, 7 - i, 0, 0, 1});
-    }
-    ASSERT_EQ(raw(output).move_data(raw(output).ptr, raw(*input).ptr, movements.data(), movements.size()),
-              MTS_SUCCESS)
-        << last_error();
-    // destroyed while the read is still queued: its free, on `other_`
-    // (idle), must wait for the read on the output's stream
-    input.reset();
-    let_misordered_work_run();
-    gate.open();
-    gpu_.drain();
-    EXPECT_TRUE(gpu_.violations().empty());
-    EXPECT_EQ(values_of(output), (std::vector<double>{17, 16, 15, 14, 13, 12, 11, 10}));
-}
-
-TEST_P(SimulatedStreams, AnExportReadOnTheConsumerStreamKeepsItsMemory) {
-    std::vector<double> read(4, 0.0);
-    DLManagedTensorVersioned* tensor = nullptr;
-    {
-        auto array = device_array(iota(4, 3.0), {4}, stream_);
-        ASSERT_EQ(raw(array).as_dlpack(raw(array).ptr, &tensor, gpu0, &consumer_, dlpack_version()), MTS_SUCCESS);
-    }
-    // the array is gone; the consumer reads late on its stream, then lets go
-    auto gate = gpu_.hold(consumer_, 0);
-    gpu_.copy_to_host(Stream::parse(gpu0, consumer_), read.data(), tensor->dl_tensor.data, 32);
-    tensor->deleter(tensor);
-    let_misordered_work_run();
-    gate.open();
-    gpu_.drain();
-    EXPECT_TRUE(gpu_.violations().empty());
-    EXPECT_EQ(read, iota(4, 3.0));
-}
-
 TEST_P(SimulatedStreams, ACopiedExportLivesOnTheConsumerStream) {
     auto array = device_array(iota(4, 3.0), {4}, stream_);
     DLManagedTensorVersioned* tensor = nullptr;
@@ -415,37 +322,15 @@ TEST_P(SimulatedStreams, ACopiedExportLivesOnTheConsumerStream) {
 }
 
 TEST_P(SimulatedStreams, WrappedMemoryGoesBackOnlyAfterTheDeviceIsDone) {
-    const Stream stream = Stream::parse(gpu0, stream_);
-    void* memory = gpu_.allocate(stream, 4 * sizeof(double));
-    struct Owner {
-        SimulatedDevices* gpu;
-        Stream stream;
-        void* memory;
-        std::atomic<int> released{0};
-    } owner{&gpu_, stream, memory};
-    mts_array_t array = {};
-    const uintptr_t shape[] = {4, 1};
-    ASSERT_EQ(mtsarray_wrap(memory, gpu0, float64(), shape, 2,
-                            [](void* context) {
-                                auto* self = static_cast<Owner*>(context);
-                                self->gpu->deallocate(self->stream, self->memory, 4 * sizeof(double));
-                                self->released.fetch_add(1);
-                            },
-                            &owner, &array),
-              MTS_SUCCESS)
-        << last_error();
-    ASSERT_EQ(mtsarray_set_stream(&array, stream_), MTS_SUCCESS);
-    auto input = device_array(iota(4, 1.0), {4, 1}, stream_);
-    gpu_.drain();
-    auto gate = gpu_.hold(stream_, 0);
-    const std::vector<mts_data_movement_t> movements = {{0, 3, 0, 0, 1}, {3, 0, 0, 0, 1}};
-    ASSERT_EQ(array.move_data(array.ptr, raw(input).ptr, movements.data(), 2), MTS_SUCCESS) << last_error();
-    array.destroy(array.ptr);
+    WrappedMemory wrapped;
+    sim::Gate gate;
+    ASSERT_NO_FATAL_FAILURE(write_wrapped_memory_behind_a_hold(stream_, wrapped, gate));
+    wrapped.array.destroy(wrapped.array.ptr);
     let_misordered_work_run();
-    EXPECT_EQ(owner.released.load(), 0) << "the deleter ran while a write into the memory was queued";
+    EXPECT_EQ(wrapped.released.load(), 0) << "the deleter ran while a write into the memory was queued";
     gate.open();
     gpu_.drain();
-    EXPECT_EQ(owner.released.load(), 1);
+    EXPECT_EQ(wrapped.released.load(), 1);
 }
 
 // ---- 3. the host copy of labels ---------------------------------------------------------
@@ -501,59 +386,6 @@ TEST_P(SimulatedStreams, TheHostCopyServesReadsWhileNoPointerEscaped) {
 }
 
 // ---- 4. graph capture ---------------------------------------------------------------------
-
-TEST_P(SimulatedStreams, AllocatingWhileCapturingFailsClearly) {
-    SKIP_UNLESS_CAPTURABLE();
-    auto array = device_array(iota(4, 0.0), {2, 2}, stream_);
-    gpu_.drain();
-    gpu_.begin_capture(stream_, 0);
-    mts_array_t result = {};
-    reset_last_error();
-    EXPECT_EQ(raw(array).copy(raw(array).ptr, gpu0, &result), MTS_CALLBACK_ERROR);
-    EXPECT_NE(last_error().find("can not be captured"), std::string::npos) << last_error();
-    EXPECT_EQ(raw(array).swap_axes(raw(array).ptr, 0, 1), MTS_CALLBACK_ERROR);
-    EXPECT_NE(last_error().find("can not be captured"), std::string::npos) << last_error();
-    int destroyed = 0;
-    const uintptr_t shape[] = {2};
-    auto fill = ForeignArray::make(float64(), {}, to_bytes(std::vector<double>{1.0}), &destroyed);
-    EXPECT_EQ(raw(array).create(raw(array).ptr, shape, 1, fill, &result), MTS_CALLBACK_ERROR);
-    EXPECT_NE(last_error().find("can not be captured"), std::string::npos) << last_error();
-    EXPECT_EQ(destroyed, 1);
-    EXPECT_EQ(result.ptr, nullptr);
-    auto graph = gpu_.end_capture(stream_, 0);
-    EXPECT_TRUE(graph.empty()) << "a failed operation queued work";
-    EXPECT_EQ(values_of(array), iota(4, 0.0));
-    EXPECT_EQ(array.shape(), (std::vector<uintptr_t>{2, 2}));
-}
-
-TEST_P(SimulatedStreams, MoveDataIsCapturedAndEveryReplayReadsTheInputOfTheMoment) {
-    SKIP_UNLESS_CAPTURABLE();
-    auto input = device_array(iota(4, 1.0), {4, 1}, stream_);
-    auto output = device_array(std::vector<double>(4, 0.0), {4, 1}, stream_);
-    gpu_.drain();
-    gpu_.begin_capture(stream_, 0);
-    {
-        // the movements live only during the call: the graph must not need them
-        std::vector<mts_data_movement_t> movements = {{0, 3, 0, 0, 1}, {1, 2, 0, 0, 1}, {2, 1, 0, 0, 1},
-                                                      {3, 0, 0, 0, 1}};
-        ASSERT_EQ(raw(output).move_data(raw(output).ptr, raw(input).ptr, movements.data(), movements.size()),
-                  MTS_SUCCESS)
-            << last_error();
-        std::fill(movements.begin(), movements.end(), mts_data_movement_t{0, 0, 0, 0, 1});
-    }
-    auto graph = gpu_.end_capture(stream_, 0);
-    ASSERT_FALSE(graph.empty());
-    EXPECT_EQ(values_of(output), std::vector<double>(4, 0.0)) << "captured work must not run";
-
-    for (double base : {10.0, 20.0}) {
-        auto fresh = device_array(iota(4, base), {4, 1}, stream_);
-        const std::vector<mts_data_movement_t> all = {{0, 0, 0, 0, 1}, {1, 1, 0, 0, 1}, {2, 2, 0, 0, 1},
-                                                      {3, 3, 0, 0, 1}};
-        ASSERT_EQ(raw(input).move_data(raw(input).ptr, raw(fresh).ptr, all.data(), all.size()), MTS_SUCCESS);
-        gpu_.launch(graph, stream_, 0);
-        EXPECT_EQ(values_of(output), (std::vector<double>{base + 3, base + 2, base + 1, base}));
-    }
-}
 
 TEST_P(SimulatedStreams, CapturedMoveDataNeedsTheInputInTheSameCapture) {
     SKIP_UNLESS_CAPTURABLE();
@@ -659,38 +491,16 @@ TEST_P(SimulatedStreams, AGlobalCaptureOnAnotherThreadSurvivesDeferredReleases) 
         GTEST_SKIP() << "the captured stream is a user stream of its own: tested once";
     }
     const int64_t captured = sim::create_stream(0);
-    const Stream stream = Stream::parse(gpu0, other_);
-    void* memory = gpu_.allocate(stream, 4 * sizeof(double));
-    struct Owner {
-        SimulatedDevices* gpu;
-        Stream stream;
-        void* memory;
-        std::atomic<int> released{0};
-    } owner{&gpu_, stream, memory};
-    mts_array_t array = {};
-    const uintptr_t shape[] = {4, 1};
-    ASSERT_EQ(mtsarray_wrap(memory, gpu0, float64(), shape, 2,
-                            [](void* context) {
-                                auto* self = static_cast<Owner*>(context);
-                                self->gpu->deallocate(self->stream, self->memory, 4 * sizeof(double));
-                                self->released.fetch_add(1);
-                            },
-                            &owner, &array),
-              MTS_SUCCESS)
-        << last_error();
-    ASSERT_EQ(mtsarray_set_stream(&array, other_), MTS_SUCCESS);
-    auto input = device_array(iota(4, 1.0), {4, 1}, other_);
-    gpu_.drain();
-    auto gate = gpu_.hold(other_, 0);
-    const std::vector<mts_data_movement_t> movements = {{0, 3, 0, 0, 1}, {3, 0, 0, 0, 1}};
-    ASSERT_EQ(array.move_data(array.ptr, raw(input).ptr, movements.data(), 2), MTS_SUCCESS) << last_error();
+    WrappedMemory wrapped;
+    sim::Gate gate;
+    ASSERT_NO_FATAL_FAILURE(write_wrapped_memory_behind_a_hold(other_, wrapped, gate));
 
     sim::begin_capture(captured, 0, sim::CaptureMode::global);
-    std::thread([&] { array.destroy(array.ptr); }).join();
+    std::thread([&] { wrapped.array.destroy(wrapped.array.ptr); }).join();
     let_misordered_work_run();
-    EXPECT_EQ(owner.released.load(), 0) << "the memory went back while a write into it was queued";
+    EXPECT_EQ(wrapped.released.load(), 0) << "the memory went back while a write into it was queued";
     gate.open();
-    EXPECT_TRUE(eventually([&] { return owner.released.load() == 1; }));
+    EXPECT_TRUE(eventually([&] { return wrapped.released.load() == 1; }));
     EXPECT_NO_THROW(sim::end_capture(captured, 0)) << joined(sim::capture_invalidations());
     gpu_.drain();
     sim::destroy_stream(captured);
@@ -824,116 +634,7 @@ TEST_P(SimulatedStreams, ALargeCopyFromTheHostReturnsAtOnce) {
     EXPECT_TRUE(copied == values);
 }
 
-// Many scattered movements: the table is built in page-locked staging memory
-// and uploaded on the stream (more entries than kernel parameters carry),
-// all while both streams are held.
-TEST_P(SimulatedStreams, AThousandScatteredMovementsReturnAtOnce) {
-    constexpr uintptr_t samples = 1200;
-    auto input = device_array(iota(samples * 3, 0.0), {samples, 3}, other_);
-    auto output = device_array(std::vector<double>(samples * 3, -1.0), {samples, 3}, stream_);
-    std::vector<mts_data_movement_t> movements;
-    for (uintptr_t i = 0; i < samples; i++) {
-        movements.push_back({(i * 7) % samples, samples - 1 - i, i % 2, i % 2, 1 + i % 2});
-    }
-    expect_no_host_wait({{stream_, 0}, {other_, 0}},
-                        [&] {
-                            ASSERT_EQ(raw(output).move_data(raw(output).ptr, raw(input).ptr, movements.data(),
-                                                            movements.size()),
-                                      MTS_SUCCESS)
-                                << last_error();
-                        },
-                        "move_data of 1200 scattered movements");
-    std::vector<double> expected(samples * 3, -1.0);
-    const auto source = iota(samples * 3, 0.0);
-    for (const auto& m : movements) {
-        for (uintptr_t x = 0; x < m.properties_length; x++) {
-            expected[m.sample_out * 3 + m.properties_start_out + x] = source[m.sample_in * 3 + m.properties_start_in + x];
-        }
-    }
-    EXPECT_EQ(values_of(output), expected);
-}
-
-// ---- 6. large captures and prepared move plans -----------------------------------------
-
-namespace {
-
-/// `count` movements of `length` float64 scattered into every other sample
-/// of the output (no two write the same row), in random order.
-std::vector<mts_data_movement_t> scattered_movements(size_t count, uintptr_t length, uint64_t seed) {
-    std::vector<uintptr_t> order(count);
-    std::iota(order.begin(), order.end(), 0);
-    std::mt19937_64 rng(seed);
-    std::shuffle(order.begin(), order.end(), rng);
-    std::vector<mts_data_movement_t> movements(count);
-    for (size_t i = 0; i < count; i++) {
-        movements[i] = {i, 2 * order[i], 0, 0, length};
-    }
-    return movements;
-}
-
-/// move_data's result computed on the host, for [samples, properties] arrays.
-std::vector<double> moved(std::vector<double> output, const std::vector<double>& input, uintptr_t input_properties,
-                          uintptr_t output_properties, const std::vector<mts_data_movement_t>& movements) {
-    for (const auto& m : movements) {
-        for (uintptr_t x = 0; x < m.properties_length; x++) {
-            output[m.sample_out * output_properties + m.properties_start_out + x] =
-                input[m.sample_in * input_properties + m.properties_start_in + x];
-        }
-    }
-    return output;
-}
-
-/// Mixed lengths (1..64 float64, so 8 B to 512 B runs) with misaligned
-/// property starts, into distinct output rows.
-std::vector<mts_data_movement_t> mixed_movements(size_t count, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    auto movements = scattered_movements(count, 1, seed);
-    for (auto& m : movements) {
-        m.properties_length = 1 + rng() % 64;
-        m.properties_start_in = rng() % (65 - m.properties_length);
-        m.properties_start_out = rng() % (65 - m.properties_length);
-    }
-    return movements;
-}
-
-}  // namespace
-
-TEST_P(SimulatedStreams, ALargeCapturedMoveDataIsOneKernelNodeAndReplaysRight) {
-    SKIP_UNLESS_CAPTURABLE();
-    constexpr size_t count = 100000;
-    const auto movements = scattered_movements(count, 4, 3);
-    auto input = device_array(iota(count * 4, 1.0), {count, 4}, stream_);
-    auto output = device_array(std::vector<double>(2 * count * 4, 0.0), {2 * count, 4}, stream_);
-    gpu_.drain();
-    const size_t objects_before = sim::retained_objects();
-    gpu_.begin_capture(stream_, 0);
-    ASSERT_EQ(raw(output).move_data(raw(output).ptr, raw(input).ptr, movements.data(), movements.size()),
-              MTS_SUCCESS)
-        << last_error();
-    {
-        auto graph = gpu_.end_capture(stream_, 0);
-        EXPECT_EQ(graph.count(sim::NodeKind::kernel), 1u) << "one kernel node whatever the table size";
-        EXPECT_EQ(graph.count(sim::NodeKind::copy), 1u) << "the table's upload from the graph's own host copy";
-        EXPECT_EQ(sim::retained_objects(), objects_before + 1) << "the graph owns its table";
-        EXPECT_EQ(values_of(output), std::vector<double>(2 * count * 4, 0.0)) << "captured work must not run";
-
-        for (double base : {10.0, 1e6}) {
-            auto fresh = device_array(iota(count * 4, base), {count, 4}, stream_);
-            std::vector<mts_data_movement_t> all(count);
-            for (uintptr_t i = 0; i < count; i++) {
-                all[i] = {i, i, 0, 0, 4};
-            }
-            ASSERT_EQ(raw(input).move_data(raw(input).ptr, raw(fresh).ptr, all.data(), all.size()), MTS_SUCCESS);
-            const size_t waits = gpu_.host_waits();
-            gpu_.launch(graph, stream_, 0);
-            EXPECT_EQ(gpu_.host_waits(), waits);
-            EXPECT_EQ(values_of(output), moved(std::vector<double>(2 * count * 4, 0.0), iota(count * 4, base), 4, 4,
-                                               movements));
-        }
-    }
-    gpu_.drain();
-    EXPECT_EQ(sim::retained_objects(), objects_before) << "the table goes with the graph";
-}
+// ---- 7. prepared move plans -------------------------------------------------------------
 
 namespace {
 

@@ -2,7 +2,7 @@
 // views with many axes that do not merge are planned, not refused, up to
 // every axis DLPack import accepts, like the CPU (issue: the GPU used to
 // stop at 12 axes while from_dlpack takes 64). The kernels themselves run
-// only on a GPU (tests/cuda/streams_test.cpp, the contract suite).
+// only on a GPU (tests/gpu/streams_test.cpp, the contract suite).
 
 #include <cstdint>
 #include <numeric>
