@@ -1,8 +1,7 @@
 // The GPU strided copy's host-side planning (src/gpu/strided_copy_plan.hpp):
 // views with many axes that do not merge are planned, not refused, up to
-// every axis DLPack import accepts, like the CPU (issue: the GPU used to
-// stop at 12 axes while from_dlpack takes 64). The kernels themselves run
-// only on a GPU (tests/gpu/streams_test.cpp, the contract suite).
+// every axis DLPack import accepts, as on the CPU. The kernels themselves
+// run in the contract suite (on the simulated runtime when there is no GPU).
 
 #include <cstdint>
 #include <numeric>
