@@ -4,7 +4,7 @@
 #      compiled in): the whole ctest suite with leak detection, which
 #      includes the fault injection sweep and the exported-symbols check;
 #   2. ThreadSanitizer build: the concurrency tests and the GPU tests on the
-#      simulated runtime (ctest -R 'concurrency|SimulatedStreams|sim0');
+#      simulated runtime (ctest -R 'concurrency|SimulatedStreams|StreamOrdering|NoHostBlock|sim0');
 #   3. a short fixed-seed libFuzzer run of every fuzz target (scripts/fuzz.sh).
 # Any sanitizer report, leak, test failure or fuzzer finding makes the script
 # exit non-zero; every stage runs and the failures are listed at the end.
@@ -74,15 +74,15 @@ tsan_suite() {
     configure_sanitized "$TSAN_BUILD" thread -DMTSARRAY_TEST_HOOKS=ON
     log "build $TSAN_BUILD (-j$JOBS)"
     cmake --build "$TSAN_BUILD" -j"$JOBS" --target mtsarray-concurrency-tests \
-        mtsarray-simulated-stream-tests mtsarray-contract-tests
-    # the concurrency tests, the simulated GPU's stream tests and the
+        mtsarray-simulated-stream-tests mtsarray-gpu-stream-tests mtsarray-contract-tests
+    # the concurrency tests, the GPU stream tests on the simulation and the
     # contract matrix on the simulated device (GpuBackend's threads, the
     # deferred work, the stream workers), each case bounded in time
-    log "ctest -R 'concurrency|SimulatedStreams|sim0' under TSan"
+    log "ctest -R 'concurrency|SimulatedStreams|StreamOrdering|NoHostBlock|sim0' under TSan"
     TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPPRESSIONS/tsan.supp" \
     MTSARRAY_SIM_MAX_DELAY_US=20 \
         ctest --test-dir "$TSAN_BUILD" --output-on-failure -j"$JOBS" --timeout 300 \
-            -R 'concurrency|SimulatedStreams|sim0' --no-tests=error
+            -R 'concurrency|SimulatedStreams|StreamOrdering|NoHostBlock|sim0' --no-tests=error
 }
 
 fuzz_short() {
@@ -91,7 +91,7 @@ fuzz_short() {
 }
 
 run_stage "ASan + UBSan: ctest (fault injection, exported symbols included)" asan_suite
-run_stage "TSan: ctest -R 'concurrency|SimulatedStreams|sim0'" tsan_suite
+run_stage "TSan: ctest -R 'concurrency|SimulatedStreams|StreamOrdering|NoHostBlock|sim0'" tsan_suite
 if [[ -x "$ASAN_BUILD/tests/fuzz/mtsarray-fuzz-move-data" ]]; then
     run_stage "libFuzzer: fixed-seed runs" fuzz_short
 else
