@@ -263,7 +263,8 @@ MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_create(const mts_array_t* output
  * uploaded once when it is made (on `output`'s stream then): an execution
  * is one kernel launch, with no host-to-device transfer, no allocation and
  * no host wait, and it may be captured in a CUDA graph (the graph replays
- * it; the plan must outlive the graph, as the arrays must). Arrays that
+ * it and keeps the plan's table, so the plan may be freed before the graph;
+ * the arrays must outlive the graph). Arrays that
  * share memory go through move_data's snapshot instead. Plans are made
  * outside graph capture.
  *
@@ -283,9 +284,9 @@ MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_execute(const mtsarray_move_plan
  * is given back once every execution queued so far has run (without
  * blocking the caller), so the plan may be freed right after its last
  * execution returns; on host memory executions are finished when they
- * return. A plan must not be freed while another thread is executing it,
- * nor while a CUDA graph that captured one of its executions may still be
- * launched.
+ * return. A plan must not be freed while another thread is executing it.
+ * A graph that captured one of its executions owns what it reads: it may
+ * be launched after the plan is freed.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_free(mtsarray_move_plan_t* plan);
 

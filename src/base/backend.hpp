@@ -77,8 +77,8 @@ public:
     /// What move_data(stream, output, input, input_stream, <the plan>)
     /// does, for a `prepared` this backend made, with arrays that match the
     /// plan (the caller checked them): no movement is read, nothing is
-    /// validated. Thread-safe; `prepared` must outlive every graph that
-    /// captured the call.
+    /// validated. Thread-safe. A graph that captured the call keeps what it
+    /// reads of `prepared`, which may be destroyed before the graph.
     virtual void execute_move_plan(const Stream& stream, void* output, const void* input,
                                    const Stream& input_stream, const BackendMovePlan& prepared) const {
         (void)stream;

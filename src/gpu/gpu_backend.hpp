@@ -325,7 +325,8 @@ public:
             // device memory outside any stream order, so that every stream
             // may read it; the upload is ordered by the `ready` event
             const size_t table_bytes = summary.entries * sizeof(MoveTableEntry);
-            prepared->table = static_cast<MoveTableEntry*>(Runtime::allocate_device(table_bytes));
+            prepared->keep_host_copy(storage.data());
+            prepared->own_table(Runtime::allocate_device(table_bytes));
             Runtime::copy_host_to_device_async(prepared->table, storage.data(), table_bytes, handle);
             storage.release_after(handle);
             prepared->ready = std::make_unique<EventLease>(state.events.acquire());
@@ -348,16 +349,17 @@ public:
         if (plan->entries == 0) {
             return;
         }
-        const bool capturing = Runtime::capture_state(handle).active;
-        plan->wait_until_uploaded(handle, capturing);
         const MoveDataArguments arguments = move_data_arguments(plan->classes, input, output,
                                                                 plan->input_row_stride, plan->output_row_stride);
+        if (Runtime::capture_state(handle).active) {
+            capture_move_plan(handle, *plan, arguments);
+            return;
+        }
+        plan->wait_until_uploaded(handle);
         launch_move_data_with_device_table<Runtime>(handle, arguments, plan->table, plan->classes.blocks,
                                                     plan->narrow);
         MTSARRAY_CHECK_LAUNCH(Errors, "move plan");
-        if (!capturing) {
-            plan->record_use(stream, handle);
-        }
+        plan->record_use(stream, handle);
     }
 
     void strided_copy(const Stream& stream, void* destination, const StridedView& source) const override {
@@ -598,11 +600,51 @@ private:
         int device;
     };
 
+    /// A prepared plan's table in device memory, shared by the plan and by
+    /// the graphs that captured an execution of it: freed by the last of
+    /// them to go, on the deferred-work thread (cudaFree waits for the
+    /// device, and a graph's user object is released on a thread of the
+    /// runtime, which must make no runtime call).
+    struct SharedDeviceTable {
+        SharedDeviceTable(int device_id, void* memory) noexcept : device(device_id), data(memory) {}
+        SharedDeviceTable(const SharedDeviceTable&) = delete;
+        SharedDeviceTable& operator=(const SharedDeviceTable&) = delete;
+        ~SharedDeviceTable() {
+            try {
+                DeviceGuard<Runtime> guard(device);
+                Runtime::free_device(data);
+            } catch (...) {
+                std::fprintf(stderr, "mtsarray: %s move plan leaked its table\n", Runtime::name);
+            }
+        }
+        int device;
+        void* data;
+    };
+    /// One owner's reference to a SharedDeviceTable, dropped on the
+    /// deferred-work thread.
+    struct TableReference {
+        DeferredWork<Runtime>* deferred;
+        std::shared_ptr<SharedDeviceTable> table;
+
+        /// Queues the drop of the reference (and so, for the last one, the
+        /// free of the table). Makes no runtime call: it is the release of
+        /// a graph's user object too.
+        static void drop(void* object) {
+            auto* reference = static_cast<TableReference*>(object);
+            try {
+                reference->deferred->soon([reference]() { delete reference; });
+            } catch (...) {
+                std::fprintf(stderr, "mtsarray: %s move plan leaked its table\n", Runtime::name);
+            }
+        }
+    };
+
     /// A reusable plan's table in device memory (prepare_move_plan). Each
     /// execution outside a capture re-records the plan's event for its
-    /// stream; the destructor frees the table on the deferred-work thread
-    /// once every such event has completed, i.e. after the last queued
-    /// execution, without blocking the caller.
+    /// stream; the destructor gives up the plan's share of the table on the
+    /// deferred-work thread once every such event has completed, i.e. after
+    /// the last queued execution, without blocking the caller. A graph that
+    /// captured an execution holds a share of its own (capture_move_plan).
     class PreparedMovePlan final : public BackendMovePlan {
     public:
         PreparedMovePlan(const GpuBackend& owner, int device_id, uint64_t entry_count)
@@ -611,7 +653,7 @@ private:
         PreparedMovePlan& operator=(const PreparedMovePlan&) = delete;
 
         ~PreparedMovePlan() override {
-            if (table == nullptr) {
+            if (share_ == nullptr) {
                 return;
             }
             std::vector<EventLease> pending;
@@ -626,29 +668,82 @@ private:
                 pending.push_back(std::move(*ready));
             }
             try {
-                free_after(backend->deferred_, device, table, std::move(pending));
+                drop_after(backend->deferred_, device, share_, std::move(pending));
             } catch (...) {
                 std::fprintf(stderr, "mtsarray: %s move plan leaked its table\n", Runtime::name);
             }
         }
 
-        /// Makes `stream` wait for the upload of the table, until it is
-        /// known to be done. A capturing stream can not wait for an event
-        /// recorded outside its capture: the host waits for it then (only
-        /// when a plan is captured right after it was made).
-        void wait_until_uploaded(StreamHandle stream, bool capturing) const {
-            if (uploaded_.load(std::memory_order_acquire)) {
-                return;
+        /// Keeps a host copy of the `entries` entries of the table (as
+        /// uploaded) for captures that can not read the device table: until
+        /// the upload is known done where graphs can own memory, for the
+        /// plan's lifetime where they can not.
+        void keep_host_copy(const MoveTableEntry* table_entries) {
+            host_table_.assign(table_entries, table_entries + entries);
+        }
+
+        /// Takes ownership of the device memory of the table.
+        void own_table(void* data) {
+            std::unique_ptr<SharedDeviceTable> owned;
+            try {
+                owned = std::make_unique<SharedDeviceTable>(device, data);
+            } catch (...) {
+                DeviceGuard<Runtime> guard(device);
+                Runtime::free_device(data);
+                throw;
             }
-            RelaxedCaptureMode<Runtime> relaxed;  // the event is outside any capture
-            if (Runtime::event_done(ready->get())) {
+            table = static_cast<MoveTableEntry*>(data);
+            share_ = new TableReference{&backend->deferred_, std::shared_ptr<SharedDeviceTable>(std::move(owned))};
+        }
+
+        /// Whether the upload of the table is known to be done; queries
+        /// the `ready` event, never waits for it.
+        bool upload_done() const {
+            if (uploaded_.load(std::memory_order_acquire)) {
+                return true;
+            }
+            bool done = false;
+            {
+                RelaxedCaptureMode<Runtime> relaxed;  // the event is outside any capture
+                done = Runtime::event_done(ready->get());
+            }
+            if (done) {
                 uploaded_.store(true, std::memory_order_release);
-            } else if (capturing) {
-                Runtime::synchronize_event(ready->get());
-                uploaded_.store(true, std::memory_order_release);
-            } else {
+                if constexpr (Runtime::has_user_objects) {
+                    std::vector<MoveTableEntry> unused;
+                    std::lock_guard<std::mutex> lock(mutex_);
+                    unused.swap(host_table_);
+                }
+            }
+            return done;
+        }
+
+        /// Makes `stream` (not capturing) wait for the upload of the table,
+        /// until it is known to be done.
+        void wait_until_uploaded(StreamHandle stream) const {
+            if (!upload_done()) {
                 Runtime::stream_wait_event(stream, ready->get());
             }
+        }
+
+        /// For a capture: a copy of the table into `copy` when the graph
+        /// needs its own (true), or false when it may read the device table
+        /// -- uploaded, and kept alive by a share the graph owns.
+        bool copy_for_capture(std::vector<MoveTableEntry>& copy) const {
+            if (Runtime::has_user_objects && upload_done()) {
+                return false;
+            }
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (host_table_.empty()) {
+                return false;  // dropped: the upload was seen done meanwhile
+            }
+            copy = host_table_;
+            return true;
+        }
+
+        /// A new share of the device table, for a graph to own.
+        std::unique_ptr<TableReference> share() const {
+            return std::make_unique<TableReference>(TableReference{share_->deferred, share_->table});
         }
 
         /// Records that work queued on `stream` reads the table.
@@ -683,30 +778,63 @@ private:
             std::thread::id thread;  // per-thread default streams: one per thread
             EventLease event;
         };
-        /// Frees `table` once every event of `pending` has completed, one
-        /// after the other on the deferred-work thread.
-        static void free_after(DeferredWork<Runtime>& deferred, int device, void* table,
+        /// Drops the plan's share of the table once every event of
+        /// `pending` has completed, one after the other on the
+        /// deferred-work thread.
+        static void drop_after(DeferredWork<Runtime>& deferred, int device, TableReference* share,
                                std::vector<EventLease>&& pending) {
             if (pending.empty()) {
-                deferred.soon([device, table]() {
-                    DeviceGuard<Runtime> guard(device);
-                    Runtime::free_device(table);
-                });
+                TableReference::drop(share);
                 return;
             }
             EventLease last = std::move(pending.back());
             pending.pop_back();
             auto rest = std::make_shared<std::vector<EventLease>>(std::move(pending));
             DeferredWork<Runtime>* queue = &deferred;
-            deferred.after_event(device, std::move(last), [queue, device, table, rest]() {
-                free_after(*queue, device, table, std::move(*rest));
+            deferred.after_event(device, std::move(last), [queue, device, share, rest]() {
+                drop_after(*queue, device, share, std::move(*rest));
             });
         }
 
+        TableReference* share_ = nullptr;  // the plan's; a raw pointer, so that only the deferred thread drops it
         mutable std::mutex mutex_;
         mutable std::vector<Use> uses_;
+        mutable std::vector<MoveTableEntry> host_table_;
         mutable std::atomic<bool> uploaded_{false};
     };
+
+    /// An execution of a prepared plan captured in a graph, which must not
+    /// wait on the host nor outlive what it reads. Once the table's upload
+    /// is known done, the graph reads the plan's device table and owns a
+    /// share of it (a user object). Before that (the upload may still be
+    /// queued: a graph can not wait for an event recorded outside it), or
+    /// where graphs can own nothing (HIP 5.2), the graph gets a table of
+    /// its own, from the plan's host copy, as a captured move_data does.
+    void capture_move_plan(StreamHandle handle, const PreparedMovePlan& plan, MoveDataArguments arguments) const {
+        std::vector<MoveTableEntry> copy;
+        if (plan.copy_for_capture(copy)) {
+            if (copy.size() <= inline_move_table_capacity) {
+                launch_move_data<Runtime>(handle, arguments, copy.data(), copy.size(), plan.classes.blocks,
+                                          plan.narrow);
+                MTSARRAY_CHECK_LAUNCH(Errors, "move plan");
+                return;
+            }
+            MoveTableSummary summary;
+            summary.entries = copy.size();
+            launch_captured(handle, plan.device, copy.data(), summary, arguments, plan.classes.blocks,
+                            plan.narrow);
+            return;
+        }
+        if constexpr (Runtime::has_user_objects) {
+            Runtime::retain_with_graph(handle, &TableReference::drop, plan.share().release());
+            launch_move_data_with_device_table<Runtime>(handle, arguments, plan.table, plan.classes.blocks,
+                                                        plan.narrow);
+            MTSARRAY_CHECK_LAUNCH(Errors, "move plan");
+        } else {
+            // the host copy lives as long as the plan where graphs own nothing
+            throw Error("move plan: the table of the plan is not on the host, a graph can not capture it");
+        }
+    }
 
     /// The table of a move_data captured in a graph: device memory and the
     /// host copy a memcpy node of the graph uploads at every replay, owned

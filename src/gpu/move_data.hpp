@@ -49,14 +49,14 @@ void launch_move_data_with_device_table(typename Runtime::StreamHandle stream, c
 
 // ---- implementation -------------------------------------------------------
 
-// Two resident blocks per SM (at most 128 registers per thread): sm_90
-// `-Xptxas -v` gives 128 registers and no spill with 32-bit offsets (a
-// bound of 4 blocks, 64 registers, spills ~2-3 KiB per thread). 512
-// threads with 4 units of 16 bytes in flight each keep 32 KiB of loads in
-// flight per SM, above the ~20 KiB an H100 needs to cover its DRAM latency
-// (3.35 TB/s x ~0.8 us / 132 SMs). (HIP reads the second bound as waves
-// per EU; 2 constrains nothing there.)
-constexpr unsigned move_data_min_blocks = 2;
+// Four resident blocks per SM (at most 64 registers per thread, 50%
+// occupancy): sm_90 `-Xptxas -v` (CUDA 13.0) gives 56 to 62 registers and
+// no spill for the four kernels, 32- and 64-bit offsets (move_data_thread.hpp
+// says what keeps them there). 1024 threads with 4 units of 16 bytes in
+// flight each keep 64 KiB of loads in flight per SM, above the ~20 KiB an
+// H100 needs to cover its DRAM latency (3.35 TB/s x ~0.8 us / 132 SMs).
+// (HIP reads the second bound as waves per EU: 4 leaves 128 VGPRs there.)
+constexpr unsigned move_data_min_blocks = 4;
 
 #if MTSARRAY_DEVICE_COMPILER
 template <bool Narrow>

@@ -108,44 +108,45 @@ MTSARRAY_HOST_DEVICE inline void locate(const StepSpan<Narrow>& span, uint32_t u
     output = span.output + Offset(row) * Offset(a.output_row_stride) + Offset(column) * Offset(Width);
 }
 
-// A unit's value and output offset are stored only under the same test
-// that set them (`active`, `k < span.end`), which GCC's host compile (the
-// simulated runtime) can not follow through the unrolled loops: its
-// -Wmaybe-uninitialized would flag every slot. Zeroing the arrays instead
-// would cost the GPU registers the kernel has none of to spare.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// Registers (sm_90 `-Xptxas -v`): the arrays of unit values and output
+// offsets below are zeroed. Left unset in the slots a thread does not
+// move, they would be read (by a store that does not happen) before being
+// written on some path, and ptxas keeps such a register allocated from the
+// kernel's entry on, through every step of every unit width: 24 registers
+// more, and spills under the 64-register bound. Zeroing costs a few moves
+// per step.
 
-/// One step: `Entries` entries (`valid` of them real), `Slots` units of
-/// each per thread before any store; then whatever is left, 4 units at a
-/// time, loads first.
+/// One step: `Entries` entries (`valid` of them real, also at `group` in
+/// the table), `Slots` units of each per thread before any store; then
+/// whatever is left, 4 units at a time, loads first.
 template <size_t Width, uint32_t Entries, uint32_t Slots, bool Narrow>
-MTSARRAY_HOST_DEVICE inline void move_step(const MoveTableEntry (&entries)[Entries], uint32_t valid, uint32_t piece,
-                                           uint32_t pieces_log2, uint32_t lane, uint32_t team_size,
-                                           const MoveView& a) {
+MTSARRAY_HOST_DEVICE inline void move_step(const MoveTableEntry (&entries)[Entries], const MoveTableEntry* group,
+                                           uint32_t valid, uint32_t piece, uint32_t pieces_log2, uint32_t lane,
+                                           uint32_t team_size, const MoveView& a) {
     using Unit = unit_t<Width>;
     using Offset = typename StepSpan<Narrow>::Offset;
-    Unit values[Entries][Slots];
-    Offset outputs[Entries][Slots];
+    Unit values[Entries][Slots] = {};
+    Offset outputs[Entries][Slots] = {};
     bool active[Entries][Slots];
+    bool more = false;  // some entry has units past the slots
     MTSARRAY_UNROLL
     for (uint32_t e = 0; e < Entries; e++) {
         StepSpan<Narrow> span = span_of<Width, Narrow>(entries[e], piece, pieces_log2);
         if (e >= valid) {
             span.end = 0;
         }
+        uint32_t unit = span.begin + lane;
         MTSARRAY_UNROLL
         for (uint32_t s = 0; s < Slots; s++) {
-            const uint32_t unit = span.begin + lane + s * team_size;
             active[e][s] = unit < span.end;
             if (active[e][s]) {
                 Offset input = 0;
                 locate<Width, Narrow>(span, unit, a, input, outputs[e][s]);
                 values[e][s] = *reinterpret_cast<const Unit*>(a.input + input);
             }
+            unit += team_size;
         }
+        more = more || unit < span.end;
     }
     MTSARRAY_UNROLL
     for (uint32_t e = 0; e < Entries; e++) {
@@ -159,39 +160,35 @@ MTSARRAY_HOST_DEVICE inline void move_step(const MoveTableEntry (&entries)[Entri
 
     // Units past the step's slots: none when the entries are as wide as
     // the host assumed (their class guarantees it); otherwise 4 at a time.
-    // (the spans are made again from the entries: keeping them live
-    // through the main path costs more registers than this recomputation)
-    MTSARRAY_UNROLL
-    for (uint32_t e = 0; e < Entries; e++) {
-        StepSpan<Narrow> span = span_of<Width, Narrow>(entries[e], piece, pieces_log2);
-        if (e >= valid) {
-            span.end = 0;
-        }
+    // The entries are read again from the table (the same addresses, in
+    // cache) rather than kept in registers, with their spans, through the
+    // loads above: that keeps the kernel within 64 registers.
+    if (!more) {
+        return;
+    }
+    for (uint32_t e = 0; e < valid; e++) {
+        const StepSpan<Narrow> span = span_of<Width, Narrow>(group[e], piece, pieces_log2);
         for (uint32_t unit = span.begin + lane + Slots * team_size; unit < span.end; unit += 4 * team_size) {
-            Unit more[4];
-            Offset more_outputs[4];
+            Unit more_values[4] = {};
+            Offset more_outputs[4] = {};
             MTSARRAY_UNROLL
             for (uint32_t s = 0; s < 4; s++) {
                 const uint32_t k = unit + s * team_size;
                 if (k < span.end) {
                     Offset input = 0;
                     locate<Width, Narrow>(span, k, a, input, more_outputs[s]);
-                    more[s] = *reinterpret_cast<const Unit*>(a.input + input);
+                    more_values[s] = *reinterpret_cast<const Unit*>(a.input + input);
                 }
             }
             MTSARRAY_UNROLL
             for (uint32_t s = 0; s < 4; s++) {
                 if (unit + s * team_size < span.end) {
-                    *reinterpret_cast<Unit*>(a.output + more_outputs[s]) = more[s];
+                    *reinterpret_cast<Unit*>(a.output + more_outputs[s]) = more_values[s];
                 }
             }
         }
     }
 }
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 /// Every step of one class this thread's team takes.
 template <uint32_t Entries, uint32_t Slots, bool Narrow>
@@ -217,12 +214,13 @@ MTSARRAY_HOST_DEVICE inline void move_class(const MoveTableEntry* table, uint64_
         for (uint32_t e = 0; e < Entries; e++) {
             bits |= entry_alignment_bits(entries[e], a.input_row_stride, a.output_row_stride);
         }
+        const MoveTableEntry* group = table + group_first;
         switch (unit_width_log2(bits)) {
-        case 4: move_step<16, Entries, Slots, Narrow>(entries, valid, piece, pieces_log2, lane, team_size, a); break;
-        case 3: move_step<8, Entries, Slots, Narrow>(entries, valid, piece, pieces_log2, lane, team_size, a); break;
-        case 2: move_step<4, Entries, Slots, Narrow>(entries, valid, piece, pieces_log2, lane, team_size, a); break;
-        case 1: move_step<2, Entries, Slots, Narrow>(entries, valid, piece, pieces_log2, lane, team_size, a); break;
-        default: move_step<1, Entries, Slots, Narrow>(entries, valid, piece, pieces_log2, lane, team_size, a); break;
+        case 4: move_step<16, Entries, Slots, Narrow>(entries, group, valid, piece, pieces_log2, lane, team_size, a); break;
+        case 3: move_step<8, Entries, Slots, Narrow>(entries, group, valid, piece, pieces_log2, lane, team_size, a); break;
+        case 2: move_step<4, Entries, Slots, Narrow>(entries, group, valid, piece, pieces_log2, lane, team_size, a); break;
+        case 1: move_step<2, Entries, Slots, Narrow>(entries, group, valid, piece, pieces_log2, lane, team_size, a); break;
+        default: move_step<1, Entries, Slots, Narrow>(entries, group, valid, piece, pieces_log2, lane, team_size, a); break;
         }
     }
 }

@@ -530,6 +530,152 @@ TEST_P(MovePlan, FreedWhileExecutionsAreQueued) {
 #endif
 }
 
+// ---- graph capture (simulated CUDA: it sees host waits and freed memory) -----------
+
+#if MTSARRAY_TEST_SIMULATED_GPU
+namespace {
+
+/// Streams of the simulated device 0 for one test, given back with the
+/// arrays that used them.
+struct CaptureStreams {
+    int64_t planning = sim::create_stream(0);
+    int64_t capturing = sim::create_stream(0);
+    std::vector<mtsarray::Array*> arrays;
+
+    ~CaptureStreams() {
+        for (auto* array : arrays) {
+            array->set_stream(1);
+        }
+        sim::drain();
+        sim::destroy_stream(planning);
+        sim::destroy_stream(capturing);
+    }
+    void use(mtsarray::Array& array, int64_t stream) {
+        array.set_stream(stream);
+        arrays.push_back(&array);
+    }
+};
+
+/// Scattered runs of 5 of 6 float64 (a table of `count` entries, more than
+/// a kernel's parameters hold).
+std::vector<mts_data_movement_t> capture_movements(uintptr_t count) {
+    std::vector<mts_data_movement_t> movements;
+    for (uintptr_t i = 0; i < count; i++) {
+        movements.push_back({(i * 7) % count, i, 1, 0, 5});
+    }
+    return movements;
+}
+
+}  // namespace
+
+// A plan captured while its table's upload is still queued (behind a held
+// stream): the capture must not wait for the upload on the host, and the
+// graph must move right when it is launched.
+TEST_P(MovePlan, ACaptureBeforeTheUploadRanWaitsForNothingOnTheHost) {
+    if (device().device_type != kDLCUDA || !simulated_gpu()) {
+        GTEST_SKIP() << "needs the simulated CUDA device";
+    }
+    // a table in the kernel's parameters, and one in device memory
+    for (uintptr_t samples : {uintptr_t(150), uintptr_t(400)}) {
+        SCOPED_TRACE(std::to_string(samples) + " movements");
+        std::mt19937_64 rng(11);
+        const auto movements = capture_movements(samples);
+        auto planned_input = random_array(rng, float64(), {samples, 6});
+        auto planned_output = random_array(rng, float64(), {samples, 6});
+        auto input = random_array(rng, float64(), {samples, 6});
+        auto output = random_array(rng, float64(), {samples, 6});
+        auto expected = output.copy(device());
+        ASSERT_EQ(call_move_data(expected, input.get(), movements), MTS_SUCCESS) << last_error();
+        CaptureStreams streams;
+        streams.use(planned_input, streams.planning);
+        streams.use(planned_output, streams.planning);
+        streams.use(input, streams.capturing);
+        streams.use(output, streams.capturing);
+        sim::drain();
+        const size_t allocated_before = sim::allocated_bytes();
+        const size_t objects_before = sim::retained_objects();
+
+        sim::Gate gate = sim::hold(streams.planning, 0);
+        {
+            mtsarray::MovePlan plan(planned_output, planned_input, movements);  // its upload waits behind the gate
+            const size_t waits = sim::host_waits();
+            sim::begin_capture(streams.capturing, 0);
+            EXPECT_EQ(mtsarray_move_plan_execute(plan.get(), &output.get(), &input.get()), MTS_SUCCESS)
+                << last_error();
+            sim::Graph graph = sim::end_capture(streams.capturing, 0);
+            EXPECT_EQ(sim::host_waits(), waits) << "the capture waited for the plan's upload on the host";
+            EXPECT_FALSE(gate.is_open());
+            gate.open();
+            for (int replay = 0; replay < 2; replay++) {
+                sim::launch(graph, streams.capturing, 0);
+                EXPECT_EQ(read_bytes(output), read_bytes(expected));
+            }
+        }
+        sim::drain();
+        EXPECT_TRUE(sim::violations().empty()) << sim::violations().front();
+        sim::clear_violations();
+        EXPECT_EQ(sim::retained_objects(), objects_before) << "the graph's table goes with the graph";
+        EXPECT_EQ(sim::allocated_bytes(), allocated_before) << "a table was not freed";
+    }
+}
+
+// A graph replays a plan freed (mtsarray_move_plan_free) after the capture:
+// the graph keeps what it reads alive, and gives it back when it goes.
+TEST_P(MovePlan, AGraphOutlivesThePlanItCaptured) {
+    if (device().device_type != kDLCUDA || !simulated_gpu()) {
+        GTEST_SKIP() << "needs the simulated CUDA device";
+    }
+    std::mt19937_64 rng(12);
+    constexpr uintptr_t samples = 300;
+    const auto movements = capture_movements(samples);
+    auto input = random_array(rng, float64(), {samples, 6});
+    auto output = random_array(rng, float64(), {samples, 6});
+    const auto original = read_bytes(output);
+    auto expected = output.copy(device());
+    ASSERT_EQ(call_move_data(expected, input.get(), movements), MTS_SUCCESS) << last_error();
+    CaptureStreams streams;
+    streams.use(input, streams.capturing);
+    streams.use(output, streams.capturing);
+    sim::drain();
+    const size_t allocated_before = sim::allocated_bytes();
+    const size_t objects_before = sim::retained_objects();
+
+    for (bool freed_during_capture : {false, true}) {
+        {
+            mtsarray_move_plan_t* plan = nullptr;
+            ASSERT_EQ(mtsarray_move_plan_create(&output.get(), &input.get(), movements.data(), movements.size(),
+                                                &plan),
+                      MTS_SUCCESS)
+                << last_error();
+            sim::drain();  // the upload is done
+            sim::begin_capture(streams.capturing, 0);
+            EXPECT_EQ(mtsarray_move_plan_execute(plan, &output.get(), &input.get()), MTS_SUCCESS) << last_error();
+            EXPECT_EQ(mtsarray_move_plan_execute(plan, &output.get(), &input.get()), MTS_SUCCESS) << last_error();
+            if (freed_during_capture) {
+                EXPECT_EQ(mtsarray_move_plan_free(plan), MTS_SUCCESS);
+            }
+            sim::Graph graph = sim::end_capture(streams.capturing, 0);
+            if (!freed_during_capture) {
+                EXPECT_EQ(mtsarray_move_plan_free(plan), MTS_SUCCESS);
+            }
+            sim::drain();
+            EXPECT_GT(sim::retained_objects(), objects_before) << "the graph owns the plan's table";
+            for (int replay = 0; replay < 2; replay++) {
+                mtsarray::Array fresh = array_from_bytes(device(), float64(), {samples, 6}, original);
+                output.copy_from(fresh);
+                sim::launch(graph, streams.capturing, 0);
+                EXPECT_EQ(read_bytes(output), read_bytes(expected)) << "replay " << replay;
+            }
+        }
+        sim::drain();
+        EXPECT_TRUE(sim::violations().empty()) << sim::violations().front();
+        sim::clear_violations();
+        EXPECT_EQ(sim::retained_objects(), objects_before) << "the table goes with the graph";
+        EXPECT_EQ(sim::allocated_bytes(), allocated_before) << "the plan's table was not freed";
+    }
+}
+#endif
+
 // ---- the C++ wrapper ----------------------------------------------------------------
 
 TEST_P(MovePlan, CppWrapperIsMoveOnlyAndThrows) {

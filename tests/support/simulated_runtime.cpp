@@ -486,9 +486,10 @@ const std::pair<const uintptr_t, Allocation>* containing(const std::map<uintptr_
 // Checks, when queued work runs, that [data, data + bytes) is allocated and,
 // unless `any_device`, belongs to `device` (memory the simulator never
 // allocated — pageable host memory — is not checked).
-void check_memory(const void* data, size_t bytes, const char* what, int device, bool any_device = false) {
+/// Whether `data` may be touched: false (and a violation) for freed memory.
+bool check_memory(const void* data, size_t bytes, const char* what, int device, bool any_device = false) {
     if (data == nullptr) {
-        return;
+        return true;
     }
     Simulator& state = simulator();
     const auto address = reinterpret_cast<uintptr_t>(data);
@@ -501,11 +502,13 @@ void check_memory(const void* data, size_t bytes, const char* what, int device, 
             state.violations.push_back(std::string(what) + " on device " + std::to_string(device) +
                                        " touched memory of device " + std::to_string(allocation->second.device));
         }
-        return;
+        return true;
     }
     if (containing(state.quarantine, address) != nullptr) {
         state.violations.push_back(std::string(what) + " touched freed memory");
+        return false;
     }
+    return true;
 }
 
 bool is_page_locked(const void* data) {
@@ -760,10 +763,13 @@ void detail::enqueue_kernel(StreamState* stream, std::vector<const void*> touche
         const int device = target->device;
         const Status status = push_locked(
             target, Item{[touched, body, device]() {
+                             bool usable = true;
                              for (const void* data : touched) {
-                                 check_memory(data, 0, "a kernel", device);
+                                 usable = check_memory(data, 0, "a kernel", device) && usable;
                              }
-                             body();
+                             if (usable) {
+                                 body();  // not on freed memory: its poison would send it anywhere
+                             }
                          },
                          {},
                          NodeKind::kernel});

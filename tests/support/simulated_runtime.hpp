@@ -46,7 +46,9 @@
 //   every queued copy, memset and kernel checks, when it runs, that the
 //   memory it touches is still allocated and belongs to the stream's device
 //   (peer copies excepted); a use of freed memory is a violation
-//   (violations()). free_async is stream ordered: the memory is freed when
+//   (violations()), and a kernel that would touch freed memory does not
+//   run (on a GPU it reads garbage or faults; on the host, the poisoned
+//   values would send it anywhere and crash the test). free_async is stream ordered: the memory is freed when
 //   the free's turn comes on its stream. Copies from page-locked memory read
 //   it when they run; from pageable memory, the bytes are taken at the call.
 //   A copy to pageable host memory returns only when it is done (Runtime API
