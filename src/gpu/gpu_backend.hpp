@@ -865,49 +865,71 @@ private:
     };
 
     /// A table too large for the kernel parameters under graph capture.
-    /// With user objects: one memcpy node uploads the graph's own host copy
-    /// into the graph's own device memory, then one kernel node moves, at
-    /// every replay. Without (HIP 5.2): kernel nodes of
-    /// inline_move_table_capacity entries each, whose parameters hold the
+    /// With user objects and a free page-locked buffer: one memcpy node
+    /// uploads the graph's own host copy into the graph's own device memory,
+    /// then one kernel node moves, at every replay. Otherwise (HIP 5.2, or no
+    /// page-locked buffer free: a graph node must never read pageable
+    /// memory, and page-locking is not allowed in a capture): kernel nodes
+    /// of inline_move_table_capacity entries each, whose parameters hold the
     /// table -- correct, but one node per slice.
     void launch_captured(StreamHandle handle, int device, MoveTableEntry* entries, const MoveTableSummary& summary,
                          MoveDataArguments arguments, unsigned blocks, bool narrow) const {
         if constexpr (Runtime::has_user_objects) {
-            const size_t table_bytes = summary.entries * sizeof(MoveTableEntry);
-            auto* owned = new GraphOwnedTable{&deferred_, device, nullptr, nullptr};
-            try {
-                owned->host = std::make_unique<typename PinnedStagingPool<Runtime>::Lease>(
-                    device_state(device).staging.acquire(table_bytes));
-                RelaxedCaptureMode<Runtime> relaxed;  // cudaMalloc is allowed in a capture only Relaxed
-                owned->device_table = Runtime::allocate_device(table_bytes);
-            } catch (...) {
-                GraphOwnedTable::release(owned);
-                throw;
+            if (launch_with_graph_owned_table(handle, device, entries, summary, arguments, blocks, narrow)) {
+                return;
             }
-            std::memcpy(owned->host->data(), entries, table_bytes);
-            Runtime::retain_with_graph(handle, &GraphOwnedTable::release, owned);
-            Runtime::copy_host_to_device_async(owned->device_table, owned->host->data(), table_bytes, handle);
-            launch_move_data_with_device_table<Runtime>(
-                handle, arguments, static_cast<const MoveTableEntry*>(owned->device_table), blocks, narrow);
-            MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
         } else {
             (void)device;
             (void)blocks;
-            std::vector<MoveTableEntry>& scratch = move_table_scratch();
-            for (uint64_t first = 0; first < summary.entries; first += inline_move_table_capacity) {
-                const uint64_t count = std::min<uint64_t>(inline_move_table_capacity, summary.entries - first);
-                MoveTableSummary slice;
-                slice.entries = count;
-                slice.keys_seen[0] = slice.keys_seen[1] = ~uint64_t(0);  // sorted already: recount
-                const MoveLaunchClasses classes =
-                    classify_move_table(entries + first, slice, arguments.input_row_stride,
-                                        arguments.output_row_stride, threads_per_block, max_blocks, scratch);
-                MoveDataArguments part = move_data_arguments(classes, arguments.input, arguments.output,
-                                                             arguments.input_row_stride,
-                                                             arguments.output_row_stride);
-                launch_move_data<Runtime>(handle, part, entries + first, count, classes.blocks, narrow);
-                MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
-            }
+        }
+        launch_in_parameter_slices(handle, entries, summary, arguments, narrow);
+    }
+
+    /// The one-kernel-node capture of launch_captured; false (and nothing
+    /// queued) when the staging pool has no page-locked buffer free now.
+    bool launch_with_graph_owned_table(StreamHandle handle, int device, MoveTableEntry* entries,
+                                       const MoveTableSummary& summary, MoveDataArguments arguments,
+                                       unsigned blocks, bool narrow) const {
+        const size_t table_bytes = summary.entries * sizeof(MoveTableEntry);
+        auto host = std::make_unique<typename PinnedStagingPool<Runtime>::Lease>(
+            device_state(device).staging.acquire(table_bytes));
+        if (!host->page_locked()) {
+            return false;  // the pool grows in the background for later captures
+        }
+        auto* owned = new GraphOwnedTable{&deferred_, device, nullptr, std::move(host)};
+        try {
+            RelaxedCaptureMode<Runtime> relaxed;  // cudaMalloc is allowed in a capture only Relaxed
+            owned->device_table = Runtime::allocate_device(table_bytes);
+        } catch (...) {
+            GraphOwnedTable::release(owned);
+            throw;
+        }
+        std::memcpy(owned->host->data(), entries, table_bytes);
+        Runtime::retain_with_graph(handle, &GraphOwnedTable::release, owned);
+        Runtime::copy_host_to_device_async(owned->device_table, owned->host->data(), table_bytes, handle);
+        launch_move_data_with_device_table<Runtime>(
+            handle, arguments, static_cast<const MoveTableEntry*>(owned->device_table), blocks, narrow);
+        MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
+        return true;
+    }
+
+    /// Kernel nodes whose parameters hold inline_move_table_capacity
+    /// entries of the table each.
+    void launch_in_parameter_slices(StreamHandle handle, MoveTableEntry* entries, const MoveTableSummary& summary,
+                                    MoveDataArguments arguments, bool narrow) const {
+        std::vector<MoveTableEntry>& scratch = move_table_scratch();
+        for (uint64_t first = 0; first < summary.entries; first += inline_move_table_capacity) {
+            const uint64_t count = std::min<uint64_t>(inline_move_table_capacity, summary.entries - first);
+            MoveTableSummary slice;
+            slice.entries = count;
+            slice.keys_seen[0] = slice.keys_seen[1] = ~uint64_t(0);  // sorted already: recount
+            const MoveLaunchClasses classes =
+                classify_move_table(entries + first, slice, arguments.input_row_stride,
+                                    arguments.output_row_stride, threads_per_block, max_blocks, scratch);
+            MoveDataArguments part = move_data_arguments(classes, arguments.input, arguments.output,
+                                                         arguments.input_row_stride, arguments.output_row_stride);
+            launch_move_data<Runtime>(handle, part, entries + first, count, classes.blocks, narrow);
+            MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
         }
     }
 

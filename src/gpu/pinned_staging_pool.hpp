@@ -60,6 +60,10 @@ public:
             }
         }
         void* data() const noexcept { return buffer_->data; }
+        /// False for the plain host memory given when no page-locked
+        /// buffer was free: fine for a copy queued now, never for a graph
+        /// node that reads it at every replay.
+        bool page_locked() const noexcept { return buffer_->host == nullptr; }
 
     private:
         friend class PinnedStagingPool;

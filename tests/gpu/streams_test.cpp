@@ -249,6 +249,53 @@ TEST_P(StreamOrdering, ALargeCapturedMoveDataIsOneKernelNodeAndReplaysRight) {
     }
 }
 
+// A large move_data captured while every page-locked staging buffer is
+// still read by work queued behind a held stream: the graph must not read
+// the plain host memory the call would otherwise stage through (a node of
+// the graph reads it again at every replay); the table goes into the
+// kernel nodes' parameters instead, and the replays are right.
+TEST_P(StreamOrdering, ACaptureWhileEveryStagingBufferIsBusyReadsNoPageableMemory) {
+    MTSARRAY_SKIP_UNLESS_CAPTURABLE();
+    constexpr uintptr_t count = 1500;
+    constexpr uintptr_t properties = 4;
+    const auto movements = scattered_movements(count, properties, 23);
+    const std::vector<double> zeros(2 * count * properties, 0.0);
+    auto input = device_array(iota(count * properties, 1.0), {count, properties}, stream_);
+    auto output = device_array(zeros, {2 * count, properties}, stream_);
+    auto busy_input = device_array(iota(count * properties, -1.0), {count, properties}, other_);
+    auto busy_output = device_array(zeros, {2 * count, properties}, other_);
+    driver().synchronize_all();
+
+    std::unique_ptr<CapturedGraph> graph;
+    {
+        auto hold = driver().hold(other_, 0);
+        for (int i = 0; i < 16; i++) {  // each leases a staging buffer until the hold ends
+            ASSERT_EQ(move_data(busy_output, busy_input, movements), MTS_SUCCESS) << last_error();
+        }
+        driver().begin_capture(stream_, 0, CaptureMode::global);
+        const auto status = move_data(output, input, movements);
+        const std::string error = status == MTS_SUCCESS ? "" : last_error();
+        std::string why;
+        graph = driver().end_capture(stream_, 0, why);
+        ASSERT_EQ(status, MTS_SUCCESS) << error;
+        ASSERT_NE(graph, nullptr) << why;
+        if (driver().simulated()) {
+            // the pool can not grow while the hold lasts: page-locking waits for the device
+            EXPECT_GT(graph->kernel_nodes(), 1u) << "the table in the kernels' parameters";
+            EXPECT_EQ(graph->copy_nodes(), 0u) << "no upload from host memory";
+        }
+        hold->release();
+    }
+    driver().synchronize_all();
+    EXPECT_EQ(values_of(busy_output), moved(zeros, iota(count * properties, -1.0), properties, properties, movements));
+    for (double base : {10.0, 1e6}) {
+        auto fresh = device_array(iota(count * properties, base), {count, properties}, stream_);
+        ASSERT_EQ(move_data(input, fresh, whole_rows(count, properties)), MTS_SUCCESS) << last_error();
+        graph->replay(stream_, 0);
+        EXPECT_EQ(values_of(output), moved(zeros, iota(count * properties, base), properties, properties, movements));
+    }
+}
+
 // One thread captures move_data in each capture mode while another thread
 // moves data, creates and destroys arrays on another stream (with tables
 // large enough to use the staging pool): the capture stays valid and its

@@ -350,6 +350,19 @@ Status push(const void* handle, std::function<void()> work, const char* call, bo
     return push_locked(stream, Item{std::move(work), {}, kind_of(call)});
 }
 
+// A copy between pageable host memory and the device goes through the
+// driver's own staging when it is called; a graph node made of it would
+// read the pageable memory again at every replay, long after the caller
+// may have reused or freed it. Refused on a capturing stream, and the
+// capture invalidated. With the simulator's mutex held.
+Status pageable_copy_locked(StreamState* stream, const char* call) {
+    if (stream->capture == nullptr) {
+        return Status::success;
+    }
+    invalidate(stream->capture, std::string(call) + " with pageable host memory");
+    return Status::capture_unsupported;
+}
+
 // Whether the calling thread may make a potentially unsafe call now
 // (Runtime API, cudaThreadExchangeStreamCaptureMode); invalidates the
 // captures that forbid it. With the simulator's mutex held.
@@ -1043,6 +1056,12 @@ void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* 
         return;
     }
     // pageable: the runtime stages the bytes before returning
+    {
+        std::lock_guard<std::mutex> lock(simulator().mutex);
+        if (sim::StreamState* target = sim::resolve_locked(stream)) {
+            sim::check(sim::pageable_copy_locked(target, "cudaMemcpyAsync"), "cudaMemcpyAsync");
+        }
+    }
     auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(source),
                                                                static_cast<const unsigned char*>(source) + bytes);
     sim::check(sim::push(
@@ -1066,6 +1085,9 @@ void SimulatedRuntime::copy_device_to_host_async(void* destination, const void* 
         stream = sim::resolve_locked(handle);
         if (stream == nullptr) {
             sim::fail(Status::invalid_resource_handle, "cudaMemcpyAsync");
+        }
+        if (!page_locked) {
+            sim::check(sim::pageable_copy_locked(stream, "cudaMemcpyAsync"), "cudaMemcpyAsync");
         }
         sim::check(sim::push_locked(stream, sim::Item{[=] {
                                                           sim::check_memory(source, bytes,

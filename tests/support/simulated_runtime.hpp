@@ -79,7 +79,14 @@
 //   Synchronising or querying a capturing stream or an event recorded in a
 //   capture does the same to that capture. Queuing work on the legacy stream
 //   while a blocking stream of its device captures fails with
-//   cudaErrorStreamCaptureImplicit and invalidates the capture.
+//   cudaErrorStreamCaptureImplicit and invalidates the capture. A copy
+//   between pageable host memory and the device on a capturing stream fails
+//   with cudaErrorStreamCaptureUnsupported and invalidates the capture: the
+//   driver stages pageable memory when the copy is called (Runtime API "API
+//   synchronization behavior"), so a graph node would read the pageable
+//   memory again at every replay, when its owner may have reused it. (Real
+//   CUDA may record such a node; mtsarray must never make one, so the
+//   simulation is the stricter.)
 // Devices (Programming Guide "Multi-Device System"; Runtime API cudaSetDevice).
 //   Two devices; the current device is per thread (0 until set). Setting a
 //   device creates its context, as cudaSetDevice does since CUDA 12, and so
