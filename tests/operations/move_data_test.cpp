@@ -331,6 +331,21 @@ TEST_P(MoveData, LargePlansMatchTheReference) {
     components.movements.shrink_to_fit();
     check_plan(components, rng);
 
+    // long lists (checked in parts, on several threads where there are)
+    // whose movements share their ranges but one late movement, and whose
+    // halves have ranges of their own
+    RandomPlan one_differs{float64(), {{20000, 8}}, {{20000, 16}}, {}, "one late movement with its own ranges"};
+    for (uintptr_t i = 0; i < 20000; i++) {
+        one_differs.movements.push_back({samples[i] % 20000, i, 0, 8, 8});
+    }
+    one_differs.movements[15000] = {3, 15000, 2, 1, 5};
+    check_plan(one_differs, rng);
+    RandomPlan halves{float64(), {{20000, 8}}, {{20000, 16}}, {}, "halves with ranges of their own"};
+    for (uintptr_t i = 0; i < 20000; i++) {
+        halves.movements.push_back({samples[i] % 20000, i, 0, uintptr_t(i < 10000 ? 8 : 4), uintptr_t(i < 10000 ? 8 : 2)});
+    }
+    check_plan(halves, rng);
+
     RandomPlan partial{make_dtype(kDLComplex, 128), {{500, 2, 1000}}, {{500, 2, 999}}, {}, "partial rows"};
     for (uintptr_t i = 0; i < 500; i++) {
         partial.movements.push_back({499 - i, i, i % 7, (i * 3) % 11, 977});
