@@ -3,6 +3,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "base/move_scan.hpp"
 
 namespace mtsarray::detail::cpu {
@@ -19,123 +23,128 @@ using move_scan::ScanOneAtATime;
 using move_scan::scan_range;
 using move_scan::top_bits;
 
-// Movements whose ranges scan_compact() keeps on the stack at a time (32
-// bytes each: in L1 with the block's samples), and the first block of a
-// part, shorter: a scattered list shows it at once.
-constexpr size_t compact_block = 128;
-constexpr size_t first_compact_block = 8;
+[[gnu::always_inline]] inline bool any_bit(Lanes lanes) noexcept { return (lanes[0] | lanes[1]) != 0; }
 
-// Where scan_compact() keeps the ranges of movement j of a block, 8
-// entries a pair of movements: (properties_start_in, the second read of
-// properties_start_out) of both, then (properties_start_out,
-// properties_length) of both, so that a pair is two 32-byte stores.
-inline size_t starts_entry(size_t j) noexcept { return (j / 2) * 8 + (j % 2) * 2; }
-inline size_t tail_entry(size_t j) noexcept { return starts_entry(j) + 4; }
+// The movement a part of scan_compact() differs at in its ranges, `at`
+// (read with the one after it when `read` is 2: the second's samples
+// checked too): the movements before it, stored as samples, are written
+// whole into `copy`, then those read, their ranges checked, and `Scanner`
+// goes on with the rest into `copy`. Vectors, not MovementLanes: the loops
+// that call this keep their movements in registers.
+template <typename Scanner>
+[[gnu::noinline, gnu::cold]] CompactScan continue_whole(const mts_data_movement_t* movements, const uint64_t* samples,
+                                                         mts_data_movement_t* copy, size_t begin, size_t at,
+                                                         size_t read, size_t end, Lanes samples_1, Lanes starts_1,
+                                                         Lanes tail_1, Lanes samples_2, Lanes starts_2, Lanes tail_2,
+                                                         Lanes last_samples, Lanes properties, Lanes flags,
+                                                         Lanes breaks, const Scanner& scanner) {
+    const mts_data_movement_t first = copy[begin];
+    for (size_t i = begin + 1; i < at; i++) {
+        copy[i] = {samples[2 * i], samples[2 * i + 1], first.properties_start_in, first.properties_start_out,
+                   first.properties_length};
+    }
+    copy[at] = {samples_1[0], samples_1[1], starts_1[0], tail_1[0], tail_1[1]};
+    flags |= range_flags(samples_1, starts_1, tail_1, last_samples, properties);
+    Lanes lengths = {0, first.properties_length * (at - begin) + tail_1[1]};
+    Lanes next_samples = samples_1 + Lanes{1, 1};
+    if (read == 2) {
+        copy[at + 1] = {samples_2[0], samples_2[1], starts_2[0], tail_2[0], tail_2[1]};
+        flags |= range_flags(samples_2, starts_2, tail_2, last_samples, properties);
+        lengths += Lanes{0, tail_2[1]};
+        next_samples = samples_2 + Lanes{1, 1};
+    }
+    breaks |= Lanes{1, 0};  // not one run: a range differs
+    scanner.template run<false>(movements + at + read, movements + end, copy + at + read, FirstRanges{},
+                                last_samples, properties, flags, breaks, lengths, next_samples);
+    return {{flags[0] | flags[1], breaks[0] | breaks[1], breaks[1], lengths[1], begin, end, true}, false};
+}
 
-// One block of scan_compact(): movements [block, block_end) read once each,
-// their samples stored into `stored_samples` (2 entries a movement: the
-// list's, or the stack while the part may still be one run) and their
-// ranges into `ranges` (starts_entry, tail_entry). Checks the samples
-// only: the ranges are compared with the part's first movement (`differ`),
-// and checked from `ranges` where they differ (the same values).
-struct CompactBlockOneAtATime {
-    [[gnu::always_inline]] void run(const mts_data_movement_t* movements, size_t block, size_t block_end,
-                                    uint64_t* stored_samples, uint64_t* ranges, const MovementLanes& head,
-                                    Lanes last_samples, Lanes& flags, Lanes& breaks, Lanes& differ,
-                                    Lanes& next_samples, size_t first_j = 0) const {
-        const Lanes ones = {1, 1};
-        for (size_t i = block, j = first_j; i < block_end; i++, j++, stored_samples += 2) {
-            const MovementLanes lanes = read_movement(movements + i, nullptr);
-            std::memcpy(stored_samples, &lanes.samples, sizeof(Lanes));
-            std::memcpy(ranges + starts_entry(j), &lanes.starts, sizeof(Lanes));
-            std::memcpy(ranges + tail_entry(j), &lanes.tail, sizeof(Lanes));
-            flags |= (last_samples - lanes.samples) | lanes.samples;
-            breaks |= lanes.samples - next_samples;
-            differ |= (lanes.starts ^ head.starts) | (lanes.tail ^ head.tail);
-            next_samples = lanes.samples + ones;
-        }
+// scan_compact_range()'s loop over movements stored as samples, two at a
+// time: none in the portable scan.
+struct NoPairs {
+    template <typename Scanner>
+    [[gnu::always_inline]] bool run(const mts_data_movement_t*, uint64_t*, mts_data_movement_t*, size_t, size_t&,
+                                    size_t, const MovementLanes&, Lanes, Lanes, Lanes&, Lanes&, Lanes&,
+                                    const Scanner&, CompactScan&) const {
+        return false;
     }
 };
 
-// scan_compact() on [begin, end) (begin < end): `Scanner` goes on where the
-// ranges differ.
-template <typename BlockScanner, typename Scanner>
+// scan_compact() on [begin, end) (begin < end), `Scanner` going on where
+// the ranges differ. Without a store while the part is one run (its samples
+// follow from the first one's), then the samples of each movement; the
+// ranges of each movement are compared with the first one's, and checked
+// where they differ (continue_whole: a branch taken once, if ever, in a
+// part); the same flags as range_flags() otherwise.
+template <typename Pairs, typename Scanner>
 [[gnu::always_inline]] inline CompactScan scan_compact_range(const mts_data_movement_t* movements,
                                                              uint64_t* samples, mts_data_movement_t* copy,
                                                              size_t begin, size_t end, Lanes last_samples,
-                                                             Lanes properties, const BlockScanner& block_scanner,
+                                                             Lanes properties, const Pairs& pairs,
                                                              const Scanner& scanner) {
     const Lanes ones = {1, 1};
     // locals, not a result's fields (which may live in memory)
     Lanes flags = (last_samples | properties) & top_bits;
     Lanes breaks = {0, 0};
-    Lanes differ = {0, 0};
     const MovementLanes head = read_movement(movements + begin, copy + begin);
     std::memcpy(samples + 2 * begin, &head.samples, sizeof(Lanes));
     flags |= range_flags(head, last_samples, properties);
     Lanes next_samples = head.samples + ones;
     const uint64_t head_length = head.tail[1];
-    // While the part is one run, its samples are kept on the stack: they
-    // follow from the first one's, and are stored into `samples` only
-    // once a block breaks the run (then every block is stored as read).
-    bool one_run = true;
-    uint64_t run_samples[2 * compact_block];
-    uint64_t ranges[4 * compact_block];
-    size_t block_size = first_compact_block;
-    for (size_t block = begin + 1; block < end;) {
-        const size_t block_end = end - block > block_size ? block + block_size : end;
-        block_size = compact_block;
-        block_scanner.run(movements, block, block_end, one_run ? run_samples : samples + 2 * block, ranges, head,
-                          last_samples, flags, breaks, differ, next_samples);
-        if (one_run && ((breaks[0] | breaks[1] | differ[0] | differ[1]) != 0)) {
-            one_run = false;
-            for (size_t i = begin + 1; i < block; i++) {
-                const uint64_t step = i - begin;
-                samples[2 * i] = samples[2 * begin] + step;
-                samples[2 * i + 1] = samples[2 * begin + 1] + step;
+    size_t i = begin + 1;
+    for (; i < end; i++) {  // one run so far
+        const MovementLanes lanes = read_movement(movements + i, nullptr);
+        flags |= (last_samples - lanes.samples) | lanes.samples;
+        const Lanes gap = lanes.samples - next_samples;
+        const Lanes differ = (lanes.starts ^ head.starts) | (lanes.tail ^ head.tail);
+        next_samples = lanes.samples + ones;
+        if (__builtin_expect(any_bit(gap | differ), 0)) {
+            // the samples of the run so far, then as read
+            for (size_t k = begin + 1; k < i; k++) {
+                samples[2 * k] = head.samples[0] + (k - begin);
+                samples[2 * k + 1] = head.samples[1] + (k - begin);
             }
-            std::memcpy(samples + 2 * block, run_samples, 2 * (block_end - block) * sizeof(uint64_t));
+            std::memcpy(samples + 2 * i, &lanes.samples, sizeof(Lanes));
+            breaks |= gap;
+            if (any_bit(differ)) {
+                return continue_whole(movements, samples, copy, begin, i, 1, end, lanes.samples, lanes.starts,
+                                      lanes.tail, lanes.samples, lanes.starts, lanes.tail, last_samples,
+                                      properties, flags, breaks, scanner);
+            }
+            break;
         }
-        if ((differ[0] | differ[1]) != 0) {
-            // from here on every movement whole, into `copy`: first those
-            // seen so far, from what was stored of them, with the ranges of
-            // this block checked
-            const mts_data_movement_t first = copy[begin];
-            for (size_t i = begin + 1; i < block; i++) {
-                copy[i] = {samples[2 * i], samples[2 * i + 1], first.properties_start_in,
-                           first.properties_start_out, first.properties_length};
-            }
-            Lanes lengths = {0, head_length * (block - begin)};
-            for (size_t i = block; i < block_end; i++) {
-                const uint64_t* starts_range = ranges + starts_entry(i - block);
-                const uint64_t* tail_range = ranges + tail_entry(i - block);
-                copy[i] = {samples[2 * i], samples[2 * i + 1], starts_range[0], tail_range[0], tail_range[1]};
-                Lanes block_samples;
-                Lanes starts;
-                Lanes tail;
-                std::memcpy(&block_samples, samples + 2 * i, sizeof(Lanes));
-                std::memcpy(&starts, starts_range, sizeof(Lanes));
-                std::memcpy(&tail, tail_range, sizeof(Lanes));
-                flags |= range_flags(block_samples, starts, tail, last_samples, properties);
-                lengths += tail;
-            }
-            breaks |= differ;
-            scanner.template run<false>(movements + block_end, movements + end, copy + block_end, FirstRanges{},
-                                        last_samples, properties, flags, breaks, lengths, next_samples);
-            return {{flags[0] | flags[1], breaks[0] | breaks[1], breaks[1], lengths[1], begin, end, true}, false};
-        }
-        block = block_end;
     }
-    return {{flags[0] | flags[1], breaks[0] | breaks[1], breaks[1], head_length * (end - begin), begin, end,
-             !one_run || end - begin <= 1},
+    if (i == end) {
+        return {{flags[0] | flags[1], 0, 0, head_length * (end - begin), begin, end, end - begin <= 1}, true};
+    }
+    i++;
+    CompactScan whole;
+    if (pairs.run(movements, samples, copy, begin, i, end, head, last_samples, properties, flags, breaks,
+                  next_samples, scanner, whole)) {
+        return whole;
+    }
+    for (; i < end; i++) {
+        const MovementLanes lanes = read_movement(movements + i, nullptr);
+        std::memcpy(samples + 2 * i, &lanes.samples, sizeof(Lanes));
+        flags |= (last_samples - lanes.samples) | lanes.samples;
+        breaks |= lanes.samples - next_samples;
+        const Lanes differ = (lanes.starts ^ head.starts) | (lanes.tail ^ head.tail);
+        next_samples = lanes.samples + ones;
+        if (__builtin_expect(any_bit(differ), 0)) {
+            return continue_whole(movements, samples, copy, begin, i, 1, end, lanes.samples, lanes.starts,
+                                  lanes.tail, lanes.samples, lanes.starts, lanes.tail, last_samples, properties,
+                                  flags, breaks, scanner);
+        }
+    }
+    return {{flags[0] | flags[1], breaks[0] | breaks[1], breaks[1], head_length * (end - begin), begin, end, true},
             true};
 }
 
 [[gnu::noinline]] CompactScan scan_compact_baseline(const mts_data_movement_t* movements, uint64_t* samples,
                                                     mts_data_movement_t* copy, size_t begin, size_t end,
                                                     Lanes last_samples, Lanes properties) {
-    return scan_compact_range(movements, samples, copy, begin, end, last_samples, properties,
-                              CompactBlockOneAtATime{}, ScanOneAtATime{});
+    return scan_compact_range(movements, samples, copy, begin, end, last_samples, properties, NoPairs{},
+                              ScanOneAtATime{});
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__AVX2__)
@@ -148,7 +157,8 @@ typedef uint64_t PairLanes __attribute__((vector_size(32)));
     return __builtin_shufflevector(lanes, lanes, 0, 1, 0, 1);
 }
 [[gnu::always_inline]] __attribute__((target("avx2"))) inline PairLanes join(Lanes first, Lanes second) noexcept {
-    return __builtin_shufflevector(first, second, 0, 1, 2, 3);
+    // one vinserti128 (a shuffle of two registers compiles to two moves and a vperm2i128)
+    return PairLanes(_mm256_inserti128_si256(_mm256_castsi128_si256(__m128i(first)), __m128i(second), 1));
 }
 
 // The same pass, two movements at a time where the CPU has AVX2: the same
@@ -206,47 +216,55 @@ struct ScanTwoAtATime {
     }
 };
 
-// CompactBlockOneAtATime two movements at a time: the same stores and
-// the same bits.
-struct CompactBlockTwoAtATime {
-    __attribute__((target("avx2"))) void run(const mts_data_movement_t* movements, size_t block, size_t block_end,
-                                             uint64_t* stored_samples, uint64_t* ranges, const MovementLanes& head,
-                                             Lanes last_samples, Lanes& flags, Lanes& breaks, Lanes& differ,
-                                             Lanes& next_samples) const {
-        size_t i = block;
-        if (block_end - block >= 2) {
-            const PairLanes ones = {1, 1, 1, 1};
-            const PairLanes last_samples_2 = both(last_samples);
-            const PairLanes head_starts = both(head.starts);
-            const PairLanes head_tail = both(head.tail);
-            PairLanes flags_2 = {0, 0, 0, 0};
-            PairLanes breaks_2 = {0, 0, 0, 0};
-            PairLanes differ_2 = {0, 0, 0, 0};
-            // lanes 2, 3: the samples before the next pair's, minus one
-            PairLanes previous = both(next_samples - Lanes{1, 1});
-            uint64_t* range = ranges;
-            for (; block_end - i >= 2; i += 2, stored_samples += 4, range += 8) {
-                const MovementLanes one = read_movement(movements + i, nullptr);
-                const MovementLanes two = read_movement(movements + i + 1, nullptr);
-                const PairLanes samples = join(one.samples, two.samples);
-                const PairLanes starts = join(one.starts, two.starts);
-                const PairLanes tail = join(one.tail, two.tail);
-                std::memcpy(stored_samples, &samples, sizeof(PairLanes));
-                std::memcpy(range, &starts, sizeof(PairLanes));
-                std::memcpy(range + 4, &tail, sizeof(PairLanes));
-                flags_2 |= (last_samples_2 - samples) | samples;
-                breaks_2 |= samples - (__builtin_shufflevector(previous, samples, 2, 3, 4, 5) + ones);
-                differ_2 |= (starts ^ head_starts) | (tail ^ head_tail);
-                previous = samples;
-            }
-            flags |= Lanes{flags_2[0] | flags_2[2], flags_2[1] | flags_2[3]};
-            breaks |= Lanes{breaks_2[0] | breaks_2[2], breaks_2[1] | breaks_2[3]};
-            differ |= Lanes{differ_2[0] | differ_2[2], differ_2[1] | differ_2[3]};
-            next_samples = Lanes{previous[2] + 1, previous[3] + 1};
+// scan_compact_range()'s loop over movements stored as samples, two at a
+// time where the CPU has AVX2: the same stores and bits as one at a time.
+// Stops at the end of the pairs (`i` then at the odd movement left, if
+// any) or at a pair one of whose ranges differs (true, `whole` then the
+// part's scan: continue_whole).
+struct StoredPairs {
+    template <typename Scanner>
+    __attribute__((target("avx2"))) bool run(const mts_data_movement_t* movements, uint64_t* samples,
+                                             mts_data_movement_t* copy, size_t begin, size_t& i, size_t end,
+                                             const MovementLanes& head, Lanes last_samples, Lanes properties,
+                                             Lanes& flags, Lanes& breaks, Lanes& next_samples,
+                                             const Scanner& scanner, CompactScan& whole) const {
+        if (end - i < 2) {
+            return false;
         }
-        // an odd movement at the end
-        CompactBlockOneAtATime{}.run(movements, i, block_end, stored_samples, ranges, head, last_samples, flags,
-                                     breaks, differ, next_samples, i - block);
+        const PairLanes ones = {1, 1, 1, 1};
+        const PairLanes last_samples_2 = both(last_samples);
+        const PairLanes head_starts = both(head.starts);
+        const PairLanes head_tail = both(head.tail);
+        PairLanes flags_2 = {0, 0, 0, 0};
+        PairLanes breaks_2 = {0, 0, 0, 0};
+        // lanes 2, 3: the samples before the next pair's, minus one
+        PairLanes previous = both(next_samples - Lanes{1, 1});
+        bool differs = false;
+        MovementLanes one;
+        MovementLanes two;
+        for (; end - i >= 2; i += 2) {
+            one = read_movement(movements + i, nullptr);
+            two = read_movement(movements + i + 1, nullptr);
+            const PairLanes pair_samples = join(one.samples, two.samples);
+            std::memcpy(samples + 2 * i, &pair_samples, sizeof(PairLanes));
+            flags_2 |= (last_samples_2 - pair_samples) | pair_samples;
+            breaks_2 |= pair_samples - (__builtin_shufflevector(previous, pair_samples, 2, 3, 4, 5) + ones);
+            previous = pair_samples;
+            const PairLanes differ = (join(one.starts, two.starts) ^ head_starts) | (join(one.tail, two.tail) ^ head_tail);
+            if (__builtin_expect(!_mm256_testz_si256(__m256i(differ), __m256i(differ)), 0)) {
+                differs = true;
+                break;
+            }
+        }
+        flags |= Lanes{flags_2[0] | flags_2[2], flags_2[1] | flags_2[3]};
+        breaks |= Lanes{breaks_2[0] | breaks_2[2], breaks_2[1] | breaks_2[3]};
+        next_samples = Lanes{previous[2] + 1, previous[3] + 1};
+        if (differs) {
+            whole = continue_whole(movements, samples, copy, begin, i, 2, end, one.samples, one.starts, one.tail,
+                                   two.samples, two.starts, two.tail, last_samples, properties, flags, breaks,
+                                   scanner);
+        }
+        return differs;
     }
 };
 
@@ -259,8 +277,8 @@ struct CompactBlockTwoAtATime {
 [[gnu::noinline, gnu::flatten]] __attribute__((target("avx2"))) CompactScan scan_compact_avx2(
     const mts_data_movement_t* movements, uint64_t* samples, mts_data_movement_t* copy, size_t begin, size_t end,
     Lanes last_samples, Lanes properties) {
-    return scan_compact_range(movements, samples, copy, begin, end, last_samples, properties,
-                              CompactBlockTwoAtATime{}, ScanTwoAtATime{});
+    return scan_compact_range(movements, samples, copy, begin, end, last_samples, properties, StoredPairs{},
+                              ScanTwoAtATime{});
 }
 #endif
 

@@ -35,13 +35,11 @@ struct CompactScan {
 /// movements_count() entries) and its ranges compared with the part's first
 /// movement (stored whole into copy[begin]). A list whose movements share
 /// their ranges (the common gathers) costs 16 bytes of stores a movement
-/// instead of 40, and nothing while it is one run; a part whose ranges
-/// differ goes on as scan_movements(), into `copy`, from the first block
-/// of movements that differs (each block's ranges are kept on the stack
-/// until it is known whether they are needed). The MoveScan says what
-/// scan_movements()'s does: the same out_of_range (for a list that no one
-/// edits meanwhile) and elements, not_one_run zero in the same cases, the
-/// same top bits of out_of_order.
+/// instead of 40, and nothing while it is one run; a part goes on as
+/// scan_movements(), into `copy`, from the first movement whose ranges
+/// differ. The MoveScan says what scan_movements()'s does: the same
+/// out_of_range (for a list that no one edits meanwhile) and elements,
+/// not_one_run zero in the same cases, the same top bits of out_of_order.
 CompactScan scan_compact(const MovePlan& plan, size_t begin, size_t end, uint64_t* samples,
                          mts_data_movement_t* copy, InstructionSet instructions = InstructionSet::best) noexcept;
 

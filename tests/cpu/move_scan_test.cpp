@@ -130,11 +130,11 @@ TEST(MoveScan, BothScansSeeTheSameInEveryPart) {
 
 // move_data's scan (scan_compact) stores the samples alone while the
 // movements of a part share the ranges of its first one (none while they
-// are one run), and every movement whole from the first block that
-// differs: what it stored must give back
-// every movement as it was, and its scan must say what validate()'s does,
-// with either instruction set, for ranges that differ anywhere (first
-// movement, inside the first block, in a later block, the last movement).
+// are one run), and every movement whole from the first one that differs:
+// what it stored must give back every movement as it was, and its scan
+// must say what validate()'s does, with either instruction set, for ranges
+// that differ anywhere (the first movements, the middle, the last one), in
+// runs and scattered lists.
 TEST(MoveScan, CompactScanKeepsEveryMovement) {
     using mtsarray::detail::MoveScan;
     using mtsarray::detail::cpu::CompactScan;
