@@ -130,18 +130,21 @@ void copy_few_movements(const Arrays& arrays, const MovePlan& plan, const mts_da
 // Whether the first movements merge into runs (in-order samples): then
 // coalescing pays (one long memcpy instead of many short ones); plans are
 // mostly uniform, so a few pairs tell.
-bool movements_merge(const MovePlan& plan) {
-    const size_t pairs = std::min<size_t>(plan.movements_count(), 9);
+template <typename Movements>
+bool movements_merge(const MovePlan& plan, const Movements& movements, size_t count) {
+    const size_t pairs = std::min<size_t>(count, 9);
     for (size_t i = 1; i < pairs; i++) {
-        const MoveRun previous = plan.run_of(plan.movement(i - 1));
-        const MoveRun next = plan.run_of(plan.movement(i));
-        if (next.bytes == previous.bytes && next.bytes != 0 &&
-            next.input_offset == previous.input_offset + plan.input_sample_stride() &&
-            next.output_offset == previous.output_offset + plan.output_sample_stride()) {
+        if (movements.bytes(i) == movements.bytes(i - 1) && movements.bytes(i) != 0 &&
+            movements.input_offset(i) == movements.input_offset(i - 1) + plan.input_sample_stride() &&
+            movements.output_offset(i) == movements.output_offset(i - 1) + plan.output_sample_stride()) {
             return true;
         }
     }
     return false;
+}
+
+bool movements_merge(const MovePlan& plan) {
+    return plan.movements_count() != 0 && movements_merge(plan, whole_movements(plan), plan.movements_count());
 }
 
 void copy_plan(const Arrays& arrays, const MovePlan& plan, bool merge) {
@@ -157,7 +160,8 @@ void copy_plan(const Arrays& arrays, const MovePlan& plan, bool merge) {
 // the output samples increase (validate() saw it); otherwise one pass over
 // the movements with a bitmap of the output samples, when that bitmap is
 // small next to the copy; otherwise "no".
-bool outputs_disjoint(const MovePlan& plan, const MoveSummary& summary) {
+template <typename Movements>
+bool outputs_disjoint(const MovePlan& plan, const Movements& movements, size_t count, const MoveSummary& summary) {
     if (summary.output_samples_increase) {
         return true;
     }
@@ -166,8 +170,8 @@ bool outputs_disjoint(const MovePlan& plan, const MoveSummary& summary) {
         return false;
     }
     std::vector<uint64_t> written(samples / 64 + 1, 0);
-    for (size_t i = 0; i < plan.movements_count(); i++) {
-        const uintptr_t sample = plan.movement(i).sample_out;
+    for (size_t i = 0; i < count; i++) {
+        const uint64_t sample = movements.sample_out(i);
         const uint64_t bit = uint64_t(1) << (sample % 64);
         if ((written[sample / 64] & bit) != 0) {
             return false;
@@ -177,18 +181,28 @@ bool outputs_disjoint(const MovePlan& plan, const MoveSummary& summary) {
     return true;
 }
 
+bool outputs_disjoint(const MovePlan& plan, const MoveSummary& summary) {
+    return plan.movements_count() == 0 || outputs_disjoint(plan, whole_movements(plan), plan.movements_count(), summary);
+}
+
 // Many movements: blocks of consecutive movements, each copied like the
-// serial code does.
-void copy_in_movement_blocks(const Arrays& arrays, const MovePlan& plan, size_t threads, bool merge) {
-    const size_t count = plan.movements_count();
+// serial code does (`copy_block(begin, end)`).
+template <typename CopyBlock>
+void copy_in_movement_blocks(size_t count, size_t threads, const CopyBlock& copy_block) {
     const size_t block = std::max(min_block_movements, (count + threads * blocks_per_thread - 1) /
                                                            (threads * blocks_per_thread));
     const size_t blocks = (count + block - 1) / block;
     auto task = [&](size_t index) {
         const size_t begin = index * block;
-        copy_plan(arrays, plan.slice(begin, std::min(begin + block, count)), merge);
+        copy_block(begin, std::min(begin + block, count));
     };
     run_tasks(blocks, threads, TaskBody(task));
+}
+
+void copy_in_movement_blocks(const Arrays& arrays, const MovePlan& plan, size_t threads, bool merge) {
+    copy_in_movement_blocks(plan.movements_count(), threads, [&](size_t begin, size_t end) {
+        copy_plan(arrays, plan.slice(begin, end), merge);
+    });
 }
 
 // Copies bytes [begin, end) of `run`, counted row after row.
@@ -265,6 +279,19 @@ MoveSummary validate_into(const MovePlan& plan, mts_data_movement_t* copy) {
     };
     run_tasks(parts, threads, TaskBody(task));
     return plan.summarize(scans, parts, copy);
+}
+
+// choose_split() of `count` movements: `disjoint()` says whether no two of
+// them write the same output sample (asked only with several threads).
+template <typename Disjoint>
+MoveDataSplit split_for(size_t count, size_t threads, const Disjoint& disjoint) {
+    if (threads <= 1 || !disjoint()) {
+        return MoveDataSplit::serial;
+    }
+    if (count >= threads * min_block_movements) {
+        return MoveDataSplit::movement_blocks;
+    }
+    return MoveDataSplit::byte_pieces;
 }
 
 // The copy of the caller's movements that a call checks and then uses: the
@@ -427,40 +454,39 @@ CheckedList check_compact(const MovePlan& plan, uint64_t* samples, mts_data_move
         elements += part.elements;
     }
     const bool flagged = (out_of_range & move_scan::top_bits) != 0;
-    if (flagged || (shared && not_one_run == 0)) {
-        // a list that is one run is copied from copy[0]
-    } else {
-        // the samples of every movement, of parts that are one run too
-        for (size_t i = 0; i < part_count; i++) {
-            if (!parts[i].scan.copied) {
-                const MoveScan& part = parts[i].scan;
-                for (size_t m = part.begin + 1; m < part.end; m++) {
-                    samples[2 * m] = samples[2 * part.begin] + (m - part.begin);
-                    samples[2 * m + 1] = samples[2 * part.begin + 1] + (m - part.begin);
-                }
-                parts[i].scan.copied = true;
-            }
-        }
-    }
     if (!shared || flagged) {
         // whole movements, for the exact check and the copy loops
         MoveScan scans[max_check_parts];
         for (size_t i = 0; i < part_count; i++) {
             scans[i] = parts[i].scan;
-            if (parts[i].compact) {
-                const mts_data_movement_t first = copy[scans[i].begin];
-                if (!scans[i].copied) {
-                    MovePlan::fill_run(copy, scans[i].begin, scans[i].end);
-                    scans[i].copied = true;
-                    continue;
-                }
-                for (size_t m = scans[i].begin + 1; m < scans[i].end; m++) {
-                    copy[m] = {samples[2 * m], samples[2 * m + 1], first.properties_start_in,
-                               first.properties_start_out, first.properties_length};
-                }
+            if (!parts[i].compact) {
+                continue;
+            }
+            if (!scans[i].copied) {
+                MovePlan::fill_run(copy, scans[i].begin, scans[i].end);
+                scans[i].copied = true;
+                continue;
+            }
+            const mts_data_movement_t first = copy[scans[i].begin];
+            for (size_t m = scans[i].begin + 1; m < scans[i].end; m++) {
+                copy[m] = {samples[2 * m], samples[2 * m + 1], first.properties_start_in,
+                           first.properties_start_out, first.properties_length};
             }
         }
         return {plan.summarize(scans, part_count, copy), false};
+    }
+    if (not_one_run != 0) {
+        // copied by movements: the samples of parts that are one run too (a
+        // list that is one run is copied from copy[0])
+        for (size_t i = 0; i < part_count; i++) {
+            const MoveScan& part = parts[i].scan;
+            if (!part.copied) {
+                for (size_t m = part.begin + 1; m < part.end; m++) {
+                    samples[2 * m] = samples[2 * part.begin] + (m - part.begin);
+                    samples[2 * m + 1] = samples[2 * part.begin + 1] + (m - part.begin);
+                }
+            }
+        }
     }
     const MoveSummary summary = {elements * plan.components() * plan.element_size(),
                                  (out_of_order & move_scan::top_bits) == 0, not_one_run == 0};
@@ -510,43 +536,6 @@ void for_each_shared_run(const MovePlan& plan, const SharedRanges& movements, si
     visit(run_of(first, count - first));
 }
 
-// movements_merge() of movements sharing their ranges.
-bool shared_movements_merge(const SharedRanges& movements, size_t count) {
-    if (movements.run_bytes == 0) {
-        return false;
-    }
-    const size_t pairs = std::min<size_t>(count, 9);
-    for (size_t i = 1; i < pairs; i++) {
-        if (movements.samples[2 * i] == movements.samples[2 * i - 2] + 1 &&
-            movements.samples[2 * i + 1] == movements.samples[2 * i - 1] + 1) {
-            return true;
-        }
-    }
-    return false;
-}
-
-// outputs_disjoint() of movements sharing their ranges.
-bool shared_outputs_disjoint(const MovePlan& plan, const SharedRanges& movements, size_t count,
-                             const MoveSummary& summary) {
-    if (summary.output_samples_increase) {
-        return true;
-    }
-    const uint64_t samples = plan.output_samples();
-    if (samples / 8 > summary.bytes / 64) {
-        return false;
-    }
-    std::vector<uint64_t> written(samples / 64 + 1, 0);
-    for (size_t i = 0; i < count; i++) {
-        const uint64_t sample = movements.samples[2 * i + 1];
-        const uint64_t bit = uint64_t(1) << (sample % 64);
-        if ((written[sample / 64] & bit) != 0) {
-            return false;
-        }
-        written[sample / 64] |= bit;
-    }
-    return true;
-}
-
 void copy_shared(const Arrays& arrays, const MovePlan& plan, const SharedRanges& movements, size_t count,
                  bool merge) {
     if (merge) {
@@ -557,41 +546,29 @@ void copy_shared(const Arrays& arrays, const MovePlan& plan, const SharedRanges&
 }
 
 // move_data() of a list that is not one run, its movements sharing their
-// ranges: the same split as choose_split(), the same copies, from the
-// samples.
+// ranges: the split of choose_split(), the same copies, from the samples.
 void move_shared(const Arrays& arrays, const MovePlan& plan, const SharedRanges& movements,
                  const MoveSummary& summary, size_t threads) {
     const size_t count = plan.movements_count();
-    const bool merge = count > short_list_movements && shared_movements_merge(movements, count);
-    if (threads <= 1 || !shared_outputs_disjoint(plan, movements, count, summary)) {
-        return copy_shared(arrays, plan, movements, count, merge);
+    const bool merge = count > short_list_movements && movements_merge(plan, movements, count);
+    switch (split_for(count, threads, [&] { return outputs_disjoint(plan, movements, count, summary); })) {
+    case MoveDataSplit::serial: return copy_shared(arrays, plan, movements, count, merge);
+    case MoveDataSplit::movement_blocks:
+        return copy_in_movement_blocks(count, threads, [&](size_t begin, size_t end) {
+            copy_shared(arrays, plan, movements.from(begin), end - begin, merge);
+        });
+    case MoveDataSplit::byte_pieces: {
+        std::vector<MoveRun> runs;
+        for_each_shared_run(plan, movements, count, [&](const MoveRun& run) { runs.push_back(run); });
+        return copy_runs_in_byte_pieces(arrays, runs, threads);
     }
-    if (count >= threads * min_block_movements) {
-        const size_t block = std::max(min_block_movements, (count + threads * blocks_per_thread - 1) /
-                                                               (threads * blocks_per_thread));
-        const size_t blocks = (count + block - 1) / block;
-        auto task = [&](size_t index) {
-            const size_t begin = index * block;
-            copy_shared(arrays, plan, movements.from(begin), std::min(begin + block, count) - begin, merge);
-        };
-        run_tasks(blocks, threads, TaskBody(task));
-        return;
     }
-    std::vector<MoveRun> runs;
-    for_each_shared_run(plan, movements, count, [&](const MoveRun& run) { runs.push_back(run); });
-    copy_runs_in_byte_pieces(arrays, runs, threads);
 }
 
 }  // namespace
 
 MoveDataSplit choose_split(const MovePlan& plan, const MoveSummary& summary, size_t threads) {
-    if (threads <= 1 || !outputs_disjoint(plan, summary)) {
-        return MoveDataSplit::serial;
-    }
-    if (plan.movements_count() >= threads * min_block_movements) {
-        return MoveDataSplit::movement_blocks;
-    }
-    return MoveDataSplit::byte_pieces;
+    return split_for(plan.movements_count(), threads, [&] { return outputs_disjoint(plan, summary); });
 }
 
 void move_data(void* output, const void* input, const MovePlan& caller_plan) {

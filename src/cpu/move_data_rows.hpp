@@ -58,6 +58,7 @@ struct WholeMovements {
         return movements[i].sample_out * output_sample + movements[i].properties_start_out * element;
     }
     uint64_t bytes(size_t i) const noexcept { return movements[i].properties_length * element; }
+    uint64_t sample_out(size_t i) const noexcept { return movements[i].sample_out; }
     WholeMovements from(size_t i) const noexcept { return {movements + i, input_sample, output_sample, element}; }
 };
 
@@ -72,6 +73,7 @@ struct SharedRanges {
     uint64_t input_offset(size_t i) const noexcept { return samples[2 * i] * input_sample + input_start; }
     uint64_t output_offset(size_t i) const noexcept { return samples[2 * i + 1] * output_sample + output_start; }
     uint64_t bytes(size_t) const noexcept { return run_bytes; }
+    uint64_t sample_out(size_t i) const noexcept { return samples[2 * i + 1]; }
     SharedRanges from(size_t i) const noexcept {
         return {samples + 2 * i, input_sample, output_sample, input_start, output_start, run_bytes};
     }
