@@ -10,6 +10,7 @@
 
 #include "base/error.hpp"
 #include "base/fault_injection.hpp"
+#include "base/move_scan.hpp"
 #include "cpu/cpu_features.hpp"
 #include "cpu/move_data_avx2.hpp"
 #include "cpu/move_data_rows.hpp"
@@ -38,28 +39,24 @@ void copy_runs(const Arrays& arrays, const MovePlan& plan) {
 // cheapest loop when movements are scattered (nothing would merge).
 // Movements of one call mostly have one length: `Bytes` is the first
 // movement's, copied with fixed-size code; any other goes through memcpy.
-template <size_t Bytes>
-[[gnu::noinline]] void copy_each_movement(const Arrays& arrays, const MovePlan& plan) {
+template <size_t Bytes, typename Movements>
+[[gnu::noinline]] void copy_each_movement(const Arrays& arrays, const Movements& movements, size_t count,
+                                          uint64_t rows) {
     // locals: the copies' stores could alias the structures behind the
     // references, and the compiler would load these again every time
     unsigned char* const output = arrays.output;
     const unsigned char* const input = arrays.input;
     const uint64_t output_row = arrays.output_row_stride;
     const uint64_t input_row = arrays.input_row_stride;
-    const uint64_t input_sample = plan.input_sample_stride();
-    const uint64_t output_sample = plan.output_sample_stride();
-    const uint64_t element = plan.element_size();
-    const uint64_t rows = plan.components();
+    const Movements view = movements;
     // mixed lengths (Bytes = 0) are not prefetched: no fixed size to fetch
     const bool prefetch = Bytes != 0 && arrays.prefetch_inputs;
-    const mts_data_movement_t* movement = &plan.movement(0);
-    const mts_data_movement_t* const end = movement + plan.movements_count();
-    for (; movement != end; movement++) {
-        const uint64_t output_offset = movement->sample_out * output_sample + movement->properties_start_out * element;
-        const uint64_t input_offset = movement->sample_in * input_sample + movement->properties_start_in * element;
-        const uint64_t bytes = movement->properties_length * element;
+    for (size_t i = 0; i < count; i++) {
+        const uint64_t output_offset = view.output_offset(i);
+        const uint64_t input_offset = view.input_offset(i);
+        const uint64_t bytes = view.bytes(i);
         if (prefetch) {
-            prefetch_later_input<Bytes>(movement, end, input, input_sample, element);
+            prefetch_later_input<Bytes>(view, i + prefetch_distance, count, input);
         }
         if (Bytes != 0 && bytes == Bytes) {
             copy_fixed_rows<Bytes>(output + output_offset, input + input_offset, rows, output_row, input_row);
@@ -70,33 +67,45 @@ template <size_t Bytes>
 }
 
 
-template <size_t Bytes>
-void copy_each_movement_dispatched(const Arrays& arrays, const MovePlan& plan) {
+template <size_t Bytes, typename Movements>
+void copy_each_movement_dispatched(const Arrays& arrays, const Movements& movements, size_t count, uint64_t rows) {
 #if defined(MTSARRAY_AVX2_GATHER)
     if constexpr (Bytes >= 32 && Bytes % 32 == 0) {
         if (cpu_has_avx2()) {
-            return copy_each_movement_avx2<Bytes>(arrays, plan);
+            return copy_each_movement_avx2<Bytes>(arrays, movements, count, rows);
         }
     }
 #endif
-    copy_each_movement<Bytes>(arrays, plan);
+    copy_each_movement<Bytes>(arrays, movements, count, rows);
+}
+
+template <typename Movements>
+void copy_each_movement(const Arrays& arrays, const Movements& movements, size_t count, uint64_t rows) {
+    if (count == 0) {
+        return;
+    }
+    switch (movements.bytes(0)) {
+    case 4: return copy_each_movement_dispatched<4>(arrays, movements, count, rows);
+    case 8: return copy_each_movement_dispatched<8>(arrays, movements, count, rows);
+    case 16: return copy_each_movement_dispatched<16>(arrays, movements, count, rows);
+    case 32: return copy_each_movement_dispatched<32>(arrays, movements, count, rows);
+    case 64: return copy_each_movement_dispatched<64>(arrays, movements, count, rows);
+    case 128: return copy_each_movement_dispatched<128>(arrays, movements, count, rows);
+    case 256: return copy_each_movement_dispatched<256>(arrays, movements, count, rows);
+    case 512: return copy_each_movement_dispatched<512>(arrays, movements, count, rows);
+    default: return copy_each_movement_dispatched<0>(arrays, movements, count, rows);
+    }
+}
+
+WholeMovements whole_movements(const MovePlan& plan) {
+    return {&plan.movement(0), plan.input_sample_stride(), plan.output_sample_stride(), plan.element_size()};
 }
 
 void copy_each_movement(const Arrays& arrays, const MovePlan& plan) {
     if (plan.movements_count() == 0) {
         return;
     }
-    switch (plan.movement(0).properties_length * plan.element_size()) {
-    case 4: return copy_each_movement_dispatched<4>(arrays, plan);
-    case 8: return copy_each_movement_dispatched<8>(arrays, plan);
-    case 16: return copy_each_movement_dispatched<16>(arrays, plan);
-    case 32: return copy_each_movement_dispatched<32>(arrays, plan);
-    case 64: return copy_each_movement_dispatched<64>(arrays, plan);
-    case 128: return copy_each_movement_dispatched<128>(arrays, plan);
-    case 256: return copy_each_movement_dispatched<256>(arrays, plan);
-    case 512: return copy_each_movement_dispatched<512>(arrays, plan);
-    default: return copy_each_movement_dispatched<0>(arrays, plan);
-    }
+    copy_each_movement(arrays, whole_movements(plan), plan.movements_count(), plan.components());
 }
 
 // Up to this many movements, a move_data call takes the short path.
@@ -121,18 +130,21 @@ void copy_few_movements(const Arrays& arrays, const MovePlan& plan, const mts_da
 // Whether the first movements merge into runs (in-order samples): then
 // coalescing pays (one long memcpy instead of many short ones); plans are
 // mostly uniform, so a few pairs tell.
-bool movements_merge(const MovePlan& plan) {
-    const size_t pairs = std::min<size_t>(plan.movements_count(), 9);
+template <typename Movements>
+bool movements_merge(const MovePlan& plan, const Movements& movements, size_t count) {
+    const size_t pairs = std::min<size_t>(count, 9);
     for (size_t i = 1; i < pairs; i++) {
-        const MoveRun previous = plan.run_of(plan.movement(i - 1));
-        const MoveRun next = plan.run_of(plan.movement(i));
-        if (next.bytes == previous.bytes && next.bytes != 0 &&
-            next.input_offset == previous.input_offset + plan.input_sample_stride() &&
-            next.output_offset == previous.output_offset + plan.output_sample_stride()) {
+        if (movements.bytes(i) == movements.bytes(i - 1) && movements.bytes(i) != 0 &&
+            movements.input_offset(i) == movements.input_offset(i - 1) + plan.input_sample_stride() &&
+            movements.output_offset(i) == movements.output_offset(i - 1) + plan.output_sample_stride()) {
             return true;
         }
     }
     return false;
+}
+
+bool movements_merge(const MovePlan& plan) {
+    return plan.movements_count() != 0 && movements_merge(plan, whole_movements(plan), plan.movements_count());
 }
 
 void copy_plan(const Arrays& arrays, const MovePlan& plan, bool merge) {
@@ -148,7 +160,8 @@ void copy_plan(const Arrays& arrays, const MovePlan& plan, bool merge) {
 // the output samples increase (validate() saw it); otherwise one pass over
 // the movements with a bitmap of the output samples, when that bitmap is
 // small next to the copy; otherwise "no".
-bool outputs_disjoint(const MovePlan& plan, const MoveSummary& summary) {
+template <typename Movements>
+bool outputs_disjoint(const MovePlan& plan, const Movements& movements, size_t count, const MoveSummary& summary) {
     if (summary.output_samples_increase) {
         return true;
     }
@@ -157,8 +170,8 @@ bool outputs_disjoint(const MovePlan& plan, const MoveSummary& summary) {
         return false;
     }
     std::vector<uint64_t> written(samples / 64 + 1, 0);
-    for (size_t i = 0; i < plan.movements_count(); i++) {
-        const uintptr_t sample = plan.movement(i).sample_out;
+    for (size_t i = 0; i < count; i++) {
+        const uint64_t sample = movements.sample_out(i);
         const uint64_t bit = uint64_t(1) << (sample % 64);
         if ((written[sample / 64] & bit) != 0) {
             return false;
@@ -168,18 +181,28 @@ bool outputs_disjoint(const MovePlan& plan, const MoveSummary& summary) {
     return true;
 }
 
+bool outputs_disjoint(const MovePlan& plan, const MoveSummary& summary) {
+    return plan.movements_count() == 0 || outputs_disjoint(plan, whole_movements(plan), plan.movements_count(), summary);
+}
+
 // Many movements: blocks of consecutive movements, each copied like the
-// serial code does.
-void copy_in_movement_blocks(const Arrays& arrays, const MovePlan& plan, size_t threads, bool merge) {
-    const size_t count = plan.movements_count();
+// serial code does (`copy_block(begin, end)`).
+template <typename CopyBlock>
+void copy_in_movement_blocks(size_t count, size_t threads, const CopyBlock& copy_block) {
     const size_t block = std::max(min_block_movements, (count + threads * blocks_per_thread - 1) /
                                                            (threads * blocks_per_thread));
     const size_t blocks = (count + block - 1) / block;
     auto task = [&](size_t index) {
         const size_t begin = index * block;
-        copy_plan(arrays, plan.slice(begin, std::min(begin + block, count)), merge);
+        copy_block(begin, std::min(begin + block, count));
     };
     run_tasks(blocks, threads, TaskBody(task));
+}
+
+void copy_in_movement_blocks(const Arrays& arrays, const MovePlan& plan, size_t threads, bool merge) {
+    copy_in_movement_blocks(plan.movements_count(), threads, [&](size_t begin, size_t end) {
+        copy_plan(arrays, plan.slice(begin, end), merge);
+    });
 }
 
 // Copies bytes [begin, end) of `run`, counted row after row.
@@ -258,13 +281,28 @@ MoveSummary validate_into(const MovePlan& plan, mts_data_movement_t* copy) {
     return plan.summarize(scans, parts, copy);
 }
 
+// choose_split() of `count` movements: `disjoint()` says whether no two of
+// them write the same output sample (asked only with several threads).
+template <typename Disjoint>
+MoveDataSplit split_for(size_t count, size_t threads, const Disjoint& disjoint) {
+    if (threads <= 1 || !disjoint()) {
+        return MoveDataSplit::serial;
+    }
+    if (count >= threads * min_block_movements) {
+        return MoveDataSplit::movement_blocks;
+    }
+    return MoveDataSplit::byte_pieces;
+}
+
 // The copy of the caller's movements that a call checks and then uses: the
 // caller's list is read once, so that a list in memory the call writes (the
 // output's own) or that another thread edits meanwhile can not change a
-// movement between its check and its copy. Each thread keeps its buffer
-// between calls (no allocation per call once it is large enough), up to
-// `kept_movements`; a larger list gets a buffer of its own for the call.
-constexpr size_t kept_movements = size_t(1) << 18;  // 10 MiB
+// movement between its check and its copy. Whole movements (data()), and
+// their samples alone (samples(), 2 entries a movement: scan_compact).
+// Each thread keeps its buffers between calls (no allocation per call once
+// they are large enough), up to `kept_movements`; a larger list gets
+// buffers of its own for the call.
+constexpr size_t kept_movements = size_t(1) << 18;  // 14 MiB
 
 class MovementCopy {
 public:
@@ -275,21 +313,27 @@ public:
                 // a little more than asked: lists of slowly growing size do
                 // not allocate on every call
                 const size_t capacity = std::min(kept_movements, std::max(count + count / 2, size_t(64)));
-                mts_data_movement_t* data = allocate(capacity);
+                mts_data_movement_t* data = allocate<mts_data_movement_t>(capacity);
+                uint64_t* samples = allocate<uint64_t>(capacity, 2, data);
                 if (kept.data == nullptr) {
                     thread_local FreeAtThreadExit free_at_exit;
                     (void)free_at_exit;
                 }
                 delete[] kept.data;
+                delete[] kept.samples;
                 kept.data = data;
+                kept.samples = samples;
                 kept.capacity = capacity;
             }
             kept.in_use = true;
             kept_ = &kept;
             data_ = kept.data;
+            samples_ = kept.samples;
         } else {
-            own_.reset(allocate(count));
+            own_.reset(allocate<mts_data_movement_t>(count));
+            own_samples_.reset(allocate<uint64_t>(count, 2));
             data_ = own_.get();
+            samples_ = own_samples_.get();
         }
     }
     ~MovementCopy() {
@@ -301,6 +345,7 @@ public:
     MovementCopy& operator=(const MovementCopy&) = delete;
 
     mts_data_movement_t* data() const noexcept { return data_; }
+    uint64_t* samples() const noexcept { return samples_; }
 
 private:
     // Plain data, so that reaching it costs no guard of a thread_local
@@ -308,6 +353,7 @@ private:
     // memory is given back when the thread exits (FreeAtThreadExit).
     struct Buffer {
         mts_data_movement_t* data;
+        uint64_t* samples;
         size_t capacity;
         bool in_use;  // a second call on this thread (a nested one) takes a buffer of its own
     };
@@ -315,7 +361,8 @@ private:
         ~FreeAtThreadExit() {
             Buffer& kept = thread_buffer();
             delete[] kept.data;
-            kept = {nullptr, 0, false};
+            delete[] kept.samples;
+            kept = {nullptr, nullptr, 0, false};
         }
     };
     static Buffer& thread_buffer() noexcept {
@@ -323,12 +370,16 @@ private:
         // (the Python extension), where the initial-exec model's static TLS
         // block may already be full ("cannot allocate memory in static TLS
         // block")
-        static thread_local Buffer buffer = {nullptr, 0, false};
+        static thread_local Buffer buffer = {nullptr, nullptr, 0, false};
         return buffer;
     }
-    static mts_data_movement_t* allocate(size_t count) {
-        auto* data = new (std::nothrow) mts_data_movement_t[count];
+    // `per_movement` entries for each of `count` movements; `release` is
+    // freed when the allocation fails
+    template <typename Entry>
+    static Entry* allocate(size_t count, size_t per_movement = 1, mts_data_movement_t* release = nullptr) {
+        auto* data = new (std::nothrow) Entry[count * per_movement];
         if (data == nullptr) {
+            delete[] release;
             throw OutOfMemory("out of host memory for the copy of " + std::to_string(count) + " movements");
         }
         return data;
@@ -336,19 +387,188 @@ private:
 
     Buffer* kept_ = nullptr;
     std::unique_ptr<mts_data_movement_t[]> own_;
+    std::unique_ptr<uint64_t[]> own_samples_;
     mts_data_movement_t* data_ = nullptr;
+    uint64_t* samples_ = nullptr;
 };
+
+// What move_data's check of a list learned, and where the checked movements
+// are: `shared_ranges`, every movement has the ranges of the first one
+// (copy[0]) and its samples in `samples`; otherwise `copy` holds them all.
+struct CheckedList {
+    MoveSummary summary;
+    bool shared_ranges;
+};
+
+bool same_ranges(const mts_data_movement_t& one, const mts_data_movement_t& other) noexcept {
+    return one.properties_start_in == other.properties_start_in &&
+           one.properties_start_out == other.properties_start_out &&
+           one.properties_length == other.properties_length;
+}
+
+// validate_into() storing the samples alone where the movements share their
+// ranges (scan_compact): the same summary, the same errors.
+CheckedList check_compact(const MovePlan& plan, uint64_t* samples, mts_data_movement_t* copy) {
+    const size_t count = plan.movements_count();
+    const size_t threads = count < 2 * min_check_movements_per_part
+                               ? 1
+                               : std::min(thread_count(), count / (2 * min_check_movements_per_part));
+    CompactScan parts[max_check_parts];
+    size_t part_count = 1;
+    if (threads <= 1) {
+        parts[0] = scan_compact(plan, 0, count, samples, copy);
+    } else {
+        part_count = std::min({max_check_parts, threads * pieces_per_thread, count / min_check_movements_per_part});
+        auto task = [&](size_t part) {
+            parts[part] =
+                scan_compact(plan, count * part / part_count, count * (part + 1) / part_count, samples, copy);
+        };
+        run_tasks(part_count, threads, TaskBody(task));
+    }
+    bool shared = true;
+    uint64_t out_of_range = 0;
+    for (size_t i = 0; i < part_count; i++) {
+        shared &= parts[i].compact && same_ranges(copy[parts[i].scan.begin], copy[0]);
+        out_of_range |= parts[i].scan.out_of_range;
+    }
+    // MovePlan::summarize() on the samples: each part after the first
+    // continues the one before it or not (the last samples of a part that
+    // is one run follow from its first ones)
+    uint64_t not_one_run = 0;
+    uint64_t out_of_order = 0;
+    uint64_t elements = 0;
+    for (size_t i = 0; i < part_count; i++) {
+        const MoveScan& part = parts[i].scan;
+        if (i != 0) {
+            const MoveScan& before = parts[i - 1].scan;
+            const size_t last = before.end - 1;
+            const uint64_t step = before.copied ? 0 : last - before.begin;
+            const size_t stored = before.copied ? last : before.begin;
+            const uint64_t gap_in = samples[2 * part.begin] - (samples[2 * stored] + step + 1);
+            const uint64_t gap_out = samples[2 * part.begin + 1] - (samples[2 * stored + 1] + step + 1);
+            not_one_run |= gap_in | gap_out;
+            out_of_order |= gap_out;
+        }
+        not_one_run |= part.not_one_run;
+        out_of_order |= part.out_of_order;
+        elements += part.elements;
+    }
+    const bool flagged = (out_of_range & move_scan::top_bits) != 0;
+    if (!shared || flagged) {
+        // whole movements, for the exact check and the copy loops
+        MoveScan scans[max_check_parts];
+        for (size_t i = 0; i < part_count; i++) {
+            scans[i] = parts[i].scan;
+            if (!parts[i].compact) {
+                continue;
+            }
+            if (!scans[i].copied) {
+                MovePlan::fill_run(copy, scans[i].begin, scans[i].end);
+                scans[i].copied = true;
+                continue;
+            }
+            const mts_data_movement_t first = copy[scans[i].begin];
+            for (size_t m = scans[i].begin + 1; m < scans[i].end; m++) {
+                copy[m] = {samples[2 * m], samples[2 * m + 1], first.properties_start_in,
+                           first.properties_start_out, first.properties_length};
+            }
+        }
+        return {plan.summarize(scans, part_count, copy), false};
+    }
+    if (not_one_run != 0) {
+        // copied by movements: the samples of parts that are one run too (a
+        // list that is one run is copied from copy[0])
+        for (size_t i = 0; i < part_count; i++) {
+            const MoveScan& part = parts[i].scan;
+            if (!part.copied) {
+                for (size_t m = part.begin + 1; m < part.end; m++) {
+                    samples[2 * m] = samples[2 * part.begin] + (m - part.begin);
+                    samples[2 * m + 1] = samples[2 * part.begin + 1] + (m - part.begin);
+                }
+            }
+        }
+    }
+    const MoveSummary summary = {elements * plan.components() * plan.element_size(),
+                                 (out_of_order & move_scan::top_bits) == 0, not_one_run == 0};
+    return {summary, true};
+}
+
+SharedRanges shared_ranges(const MovePlan& plan, const uint64_t* samples) {
+    const mts_data_movement_t& first = plan.movement(0);
+    const uint64_t element = plan.element_size();
+    return {samples,
+            plan.input_sample_stride(),
+            plan.output_sample_stride(),
+            first.properties_start_in * element,
+            first.properties_start_out * element,
+            first.properties_length * element};
+}
+
+// for_each_run() of movements sharing their ranges: consecutive samples on
+// both sides make one run.
+template <typename Visit>
+void for_each_shared_run(const MovePlan& plan, const SharedRanges& movements, size_t count, Visit&& visit) {
+    const uint64_t rows = plan.components();
+    if (rows == 0 || movements.run_bytes == 0 || count == 0) {
+        return;
+    }
+    // whole rows on both sides: the run is one contiguous block
+    const uint64_t whole_rows =
+        plan.input_row_stride() == plan.output_row_stride() ? plan.input_row_stride() : 0;
+    auto run_of = [&](size_t first, uint64_t length) {
+        MoveRun run = {movements.input_offset(first), movements.output_offset(first), movements.run_bytes,
+                       rows * length};
+        if (run.bytes == whole_rows) {
+            run.bytes *= run.rows;
+            run.rows = 1;
+        }
+        return run;
+    };
+    const uint64_t* samples = movements.samples;
+    size_t first = 0;
+    for (size_t i = 1; i < count; i++) {
+        const uint64_t step = i - first;
+        if (samples[2 * i] != samples[2 * first] + step || samples[2 * i + 1] != samples[2 * first + 1] + step) {
+            visit(run_of(first, step));
+            first = i;
+        }
+    }
+    visit(run_of(first, count - first));
+}
+
+void copy_shared(const Arrays& arrays, const MovePlan& plan, const SharedRanges& movements, size_t count,
+                 bool merge) {
+    if (merge) {
+        for_each_shared_run(plan, movements, count, [&](const MoveRun& run) { copy_run(arrays, run); });
+    } else {
+        copy_each_movement(arrays, movements, count, plan.components());
+    }
+}
+
+// move_data() of a list that is not one run, its movements sharing their
+// ranges: the split of choose_split(), the same copies, from the samples.
+void move_shared(const Arrays& arrays, const MovePlan& plan, const SharedRanges& movements,
+                 const MoveSummary& summary, size_t threads) {
+    const size_t count = plan.movements_count();
+    const bool merge = count > short_list_movements && movements_merge(plan, movements, count);
+    switch (split_for(count, threads, [&] { return outputs_disjoint(plan, movements, count, summary); })) {
+    case MoveDataSplit::serial: return copy_shared(arrays, plan, movements, count, merge);
+    case MoveDataSplit::movement_blocks:
+        return copy_in_movement_blocks(count, threads, [&](size_t begin, size_t end) {
+            copy_shared(arrays, plan, movements.from(begin), end - begin, merge);
+        });
+    case MoveDataSplit::byte_pieces: {
+        std::vector<MoveRun> runs;
+        for_each_shared_run(plan, movements, count, [&](const MoveRun& run) { runs.push_back(run); });
+        return copy_runs_in_byte_pieces(arrays, runs, threads);
+    }
+    }
+}
 
 }  // namespace
 
 MoveDataSplit choose_split(const MovePlan& plan, const MoveSummary& summary, size_t threads) {
-    if (threads <= 1 || !outputs_disjoint(plan, summary)) {
-        return MoveDataSplit::serial;
-    }
-    if (plan.movements_count() >= threads * min_block_movements) {
-        return MoveDataSplit::movement_blocks;
-    }
-    return MoveDataSplit::byte_pieces;
+    return split_for(plan.movements_count(), threads, [&] { return outputs_disjoint(plan, summary); });
 }
 
 void move_data(void* output, const void* input, const MovePlan& caller_plan) {
@@ -376,7 +596,8 @@ void move_data(void* output, const void* input, const MovePlan& caller_plan) {
     // copy streams, from the checked copy of the movements only
     const MovementCopy copy(count);
     const MovePlan plan = caller_plan.with_movements(copy.data());
-    const MoveSummary summary = validate_into(caller_plan, copy.data());
+    const CheckedList checked = check_compact(caller_plan, copy.samples(), copy.data());
+    const MoveSummary summary = checked.summary;
     const size_t threads = threads_for(summary.bytes);
     fault_injection::check("move_data");
     const Arrays arrays = arrays_of(output, input, plan, summary.bytes);
@@ -390,6 +611,9 @@ void move_data(void* output, const void* input, const MovePlan& caller_plan) {
             return copy_run(arrays, run);
         }
         return copy_runs_in_byte_pieces(arrays, {run}, threads);
+    }
+    if (checked.shared_ranges) {
+        return move_shared(arrays, plan, shared_ranges(plan, copy.samples()), summary, threads);
     }
     const bool merge = count > short_list_movements && movements_merge(plan);
     switch (choose_split(plan, summary, threads)) {

@@ -24,27 +24,24 @@ namespace {
 // itself stays built for baseline x86-64; the loop is written twice because
 // code compiled for AVX2 can not be inlined into baseline code.
 #define MTSARRAY_AVX2_GATHER 1
-template <size_t Bytes>
+template <size_t Bytes, typename Movements>
 [[gnu::noinline]] __attribute__((target("avx2"))) void copy_each_movement_avx2(const Arrays& arrays,
-                                                                             const MovePlan& plan) {
+                                                                             const Movements& movements,
+                                                                             size_t count, uint64_t rows) {
     static_assert(Bytes % 32 == 0 && Bytes != 0, "whole 32-byte chunks");
     unsigned char* const output = arrays.output;
     const unsigned char* const input = arrays.input;
     const uint64_t output_row = arrays.output_row_stride;
     const uint64_t input_row = arrays.input_row_stride;
-    const uint64_t input_sample = plan.input_sample_stride();
-    const uint64_t output_sample = plan.output_sample_stride();
-    const uint64_t element = plan.element_size();
-    const uint64_t rows = plan.components();
     const bool prefetch = arrays.prefetch_inputs;
-    const mts_data_movement_t* movement = &plan.movement(0);
-    const mts_data_movement_t* const end = movement + plan.movements_count();
-    for (; movement != end; movement++) {
-        const uint64_t output_offset = movement->sample_out * output_sample + movement->properties_start_out * element;
-        const uint64_t input_offset = movement->sample_in * input_sample + movement->properties_start_in * element;
-        const uint64_t bytes = movement->properties_length * element;
+    // a local: the copies' stores could alias the caller's view
+    const Movements view = movements;
+    for (size_t i = 0; i < count; i++) {
+        const uint64_t output_offset = view.output_offset(i);
+        const uint64_t input_offset = view.input_offset(i);
+        const uint64_t bytes = view.bytes(i);
         if (prefetch) {
-            prefetch_later_input<Bytes>(movement, end, input, input_sample, element);
+            prefetch_later_input<Bytes>(view, i + prefetch_distance, count, input);
         }
         if (bytes == Bytes) {
             unsigned char* destination = output + output_offset;

@@ -24,7 +24,7 @@ namespace {
 constexpr uint64_t prefetch_threshold_bytes = uint64_t(8) << 20;
 // How many movements ahead, and how much of each row (the hardware
 // prefetcher follows a longer row once it has started).
-constexpr std::ptrdiff_t prefetch_distance = 8;
+constexpr size_t prefetch_distance = 8;
 constexpr size_t prefetch_row_bytes = 512;
 
 struct Arrays {
@@ -40,20 +40,57 @@ Arrays arrays_of(void* output, const void* input, const MovePlan& plan, uint64_t
             plan.output_row_stride(), bytes >= prefetch_threshold_bytes};
 }
 
-// Starts reading the input row of the movement `prefetch_distance` after
-// `movement`: scattered samples of a large input are not in the caches, and
-// the hardware prefetcher can not guess which one comes next (the
-// "moves=1e5 scattered" rows of mtsarray-bench show what it gains).
-// (The last movements of a block of a multi-threaded plan are not
-// prefetched: `end` is the block's.)
-template <size_t Bytes>
-[[gnu::always_inline]] inline void prefetch_later_input(const mts_data_movement_t* movement,
-                                                        const mts_data_movement_t* end, const unsigned char* input,
-                                                        uint64_t input_sample, uint64_t element) {
+// Movements as the copy loops read them: their offsets and bytes, from
+// whole movements (a plan's, `WholeMovements`) or from the samples of
+// movements that share one property range (`SharedRanges`, what
+// move_data's check stores of the common gathers: 16 bytes a movement
+// instead of 40). `from(i)`: the view that starts at movement i.
+struct WholeMovements {
+    const mts_data_movement_t* movements;
+    uint64_t input_sample;
+    uint64_t output_sample;
+    uint64_t element;
+
+    uint64_t input_offset(size_t i) const noexcept {
+        return movements[i].sample_in * input_sample + movements[i].properties_start_in * element;
+    }
+    uint64_t output_offset(size_t i) const noexcept {
+        return movements[i].sample_out * output_sample + movements[i].properties_start_out * element;
+    }
+    uint64_t bytes(size_t i) const noexcept { return movements[i].properties_length * element; }
+    uint64_t sample_out(size_t i) const noexcept { return movements[i].sample_out; }
+    WholeMovements from(size_t i) const noexcept { return {movements + i, input_sample, output_sample, element}; }
+};
+
+struct SharedRanges {
+    const uint64_t* samples;  // (sample_in, sample_out) of each movement
+    uint64_t input_sample;
+    uint64_t output_sample;
+    uint64_t input_start;   // properties_start_in * element, of every movement
+    uint64_t output_start;  // properties_start_out * element
+    uint64_t run_bytes;     // properties_length * element
+
+    uint64_t input_offset(size_t i) const noexcept { return samples[2 * i] * input_sample + input_start; }
+    uint64_t output_offset(size_t i) const noexcept { return samples[2 * i + 1] * output_sample + output_start; }
+    uint64_t bytes(size_t) const noexcept { return run_bytes; }
+    uint64_t sample_out(size_t i) const noexcept { return samples[2 * i + 1]; }
+    SharedRanges from(size_t i) const noexcept {
+        return {samples + 2 * i, input_sample, output_sample, input_start, output_start, run_bytes};
+    }
+};
+
+// Starts reading the input row of movement `later` (`prefetch_distance`
+// after the one being copied): scattered samples of a large input are not
+// in the caches, and the hardware prefetcher can not guess which one comes
+// next (the "moves=1e5 scattered" rows of mtsarray-bench show what it
+// gains). (The last movements of a block of a multi-threaded plan are not
+// prefetched: `count` is the block's.)
+template <size_t Bytes, typename Movements>
+[[gnu::always_inline]] inline void prefetch_later_input(const Movements& movements, size_t later, size_t count,
+                                                        const unsigned char* input) {
     constexpr size_t bytes = Bytes < prefetch_row_bytes ? Bytes : prefetch_row_bytes;
-    if (end - movement > prefetch_distance) {
-        const mts_data_movement_t* later = movement + prefetch_distance;
-        const unsigned char* row = input + later->sample_in * input_sample + later->properties_start_in * element;
+    if (later < count) {
+        const unsigned char* row = input + movements.input_offset(later);
         for (size_t offset = 0; offset < bytes; offset += 64) {
             __builtin_prefetch(row + offset);
         }

@@ -16,4 +16,31 @@ namespace mtsarray::detail::cpu {
 MoveScan scan_movements(const MovePlan& plan, size_t begin, size_t end, mts_data_movement_t* copy,
                         InstructionSet instructions = InstructionSet::best) noexcept;
 
+/// What scan_compact() saw of movements [begin, end).
+struct CompactScan {
+    /// As scan_movements() gives it; `copied`: `samples` holds the samples
+    /// of every movement of the part (otherwise the part is one run and
+    /// holds its first movement's only: the others follow from it).
+    MoveScan scan;
+    /// Whether every movement of the part has the ranges (properties_start_in,
+    /// properties_start_out, properties_length) of its first one, copy[begin]:
+    /// then samples[2 * i], samples[2 * i + 1] are movement i's (sample_in,
+    /// sample_out), and copy[i] is not written for i > begin. Otherwise
+    /// copy[begin, end) holds every movement (and `samples` not all of them).
+    bool compact;
+};
+
+/// scan_movements() for move_data, which copies from what it stores: each
+/// movement read once, its samples stored into `samples` (2 *
+/// movements_count() entries) and its ranges compared with the part's first
+/// movement (stored whole into copy[begin]). A list whose movements share
+/// their ranges (the common gathers) costs 16 bytes of stores a movement
+/// instead of 40, and nothing while it is one run; a part goes on as
+/// scan_movements(), into `copy`, from the first movement whose ranges
+/// differ. The MoveScan says what scan_movements()'s does: the same
+/// out_of_range (for a list that no one edits meanwhile) and elements,
+/// not_one_run zero in the same cases, the same top bits of out_of_order.
+CompactScan scan_compact(const MovePlan& plan, size_t begin, size_t end, uint64_t* samples,
+                         mts_data_movement_t* copy, InstructionSet instructions = InstructionSet::best) noexcept;
+
 }  // namespace mtsarray::detail::cpu

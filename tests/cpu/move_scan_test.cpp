@@ -127,3 +127,100 @@ TEST(MoveScan, BothScansSeeTheSameInEveryPart) {
     EXPECT_GT(one_run_lists, 50u);
     EXPECT_GT(flagged_lists, 100u);
 }
+
+// move_data's scan (scan_compact) stores the samples alone while the
+// movements of a part share the ranges of its first one (none while they
+// are one run), and every movement whole from the first one that differs:
+// what it stored must give back every movement as it was, and its scan
+// must say what validate()'s does, with either instruction set, for ranges
+// that differ anywhere (the first movements, the middle, the last one), in
+// runs and scattered lists.
+TEST(MoveScan, CompactScanKeepsEveryMovement) {
+    using mtsarray::detail::MoveScan;
+    using mtsarray::detail::cpu::CompactScan;
+    using mtsarray::detail::cpu::InstructionSet;
+    using mtsarray::detail::cpu::scan_compact;
+    std::mt19937_64 random(20261125);
+    auto below = [&](uint64_t bound) { return bound == 0 ? 0 : random() % bound; };
+    size_t compact_parts = 0;
+    size_t whole_parts = 0;
+    size_t run_parts = 0;
+    for (int list = 0; list < 400; list++) {
+        const uintptr_t samples_in = 1 + below(2000);
+        const uintptr_t samples_out = 1 + below(2000);
+        const uintptr_t properties = 1 + below(40);
+        const size_t count = 1 + below(list % 2 == 0 ? 900 : 140);
+        const uintptr_t length = below(properties + 1);
+        const uintptr_t start_in = below(properties - length + 1);
+        const uintptr_t start_out = below(properties - length + 1);
+        std::vector<mts_data_movement_t> movements(count);
+        for (size_t i = 0; i < count; i++) {
+            movements[i] = {below(samples_in), below(samples_out), start_in, start_out, length};
+        }
+        if (list % 8 == 1) {  // in order
+            for (size_t i = 0; i < count; i++) {
+                movements[i].sample_in = i % samples_in;
+                movements[i].sample_out = i % samples_out;
+            }
+        }
+        if (list % 4 == 2 || list % 4 == 3) {  // one range differs somewhere
+            auto& movement = movements[list % 8 == 2 ? count - 1 : below(count)];
+            uintptr_t* fields[] = {&movement.properties_start_in, &movement.properties_start_out,
+                                   &movement.properties_length};
+            *fields[below(3)] += 1 + below(2);  // sometimes out of range too
+        }
+        if (list % 16 == 5) {  // a sample out of range
+            movements[below(count)].sample_in = samples_in + below(3);
+        }
+        const MovePlan checked = plan({samples_out, 2, properties}, {samples_in, 2, properties}, 4, movements);
+        std::vector<std::pair<size_t, size_t>> parts = {{0, count}};
+        for (int k = 0; k < 4; k++) {
+            const size_t begin = below(count);
+            parts.emplace_back(begin, begin + 1 + below(count - begin));
+        }
+        for (const auto& [begin, end] : parts) {
+            for (InstructionSet instructions : {InstructionSet::best, InstructionSet::baseline}) {
+                SCOPED_TRACE(::testing::Message() << "list " << list << " of " << count << " movements, part ["
+                                                  << begin << ", " << end << ")"
+                                                  << (instructions == InstructionSet::best ? " best" : " baseline"));
+                std::vector<mts_data_movement_t> copy(count);
+                std::vector<uint64_t> samples(2 * count);
+                const CompactScan compact = scan_compact(checked, begin, end, samples.data(), copy.data(),
+                                                         instructions);
+                bool shared = true;
+                for (size_t i = begin; i < end; i++) {
+                    shared &= movements[i].properties_start_in == movements[begin].properties_start_in &&
+                              movements[i].properties_start_out == movements[begin].properties_start_out &&
+                              movements[i].properties_length == movements[begin].properties_length;
+                }
+                EXPECT_EQ(compact.compact, shared);
+                (compact.compact ? compact_parts : whole_parts)++;
+                run_parts += compact.compact && !compact.scan.copied;
+                EXPECT_EQ(std::memcmp(&copy[begin], &movements[begin], sizeof(mts_data_movement_t)), 0);
+                for (size_t i = begin + 1; i < end; i++) {
+                    mts_data_movement_t stored = copy[i];
+                    if (compact.compact) {
+                        // a part that stayed one run stores its first samples only
+                        const uint64_t step = compact.scan.copied ? 0 : i - begin;
+                        const size_t from = compact.scan.copied ? i : begin;
+                        stored = {samples[2 * from] + step, samples[2 * from + 1] + step,
+                                  copy[begin].properties_start_in, copy[begin].properties_start_out,
+                                  copy[begin].properties_length};
+                    }
+                    EXPECT_EQ(std::memcmp(&stored, &movements[i], sizeof(mts_data_movement_t)), 0) << i;
+                }
+                const MoveScan whole = checked.scan_part(begin, end, nullptr);
+                EXPECT_EQ(compact.scan.copied, !compact.compact || compact.scan.not_one_run != 0 || end - begin <= 1);
+                EXPECT_EQ(compact.scan.begin, begin);
+                EXPECT_EQ(compact.scan.end, end);
+                EXPECT_EQ(compact.scan.out_of_range, whole.out_of_range);
+                EXPECT_EQ(compact.scan.elements, whole.elements);
+                EXPECT_EQ(compact.scan.not_one_run == 0, whole.not_one_run == 0);
+                EXPECT_EQ(compact.scan.out_of_order >> 62, whole.out_of_order >> 62);
+            }
+        }
+    }
+    EXPECT_GT(compact_parts, 500u);
+    EXPECT_GT(run_parts, 50u);
+    EXPECT_GT(whole_parts, 500u);
+}

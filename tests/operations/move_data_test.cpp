@@ -331,6 +331,39 @@ TEST_P(MoveData, LargePlansMatchTheReference) {
     components.movements.shrink_to_fit();
     check_plan(components, rng);
 
+    // long lists (checked in parts, on several threads where there are)
+    // whose movements share their ranges but one late movement, and whose
+    // halves have ranges of their own
+    RandomPlan one_differs{float64(), {{20000, 8}}, {{20000, 16}}, {}, "one late movement with its own ranges"};
+    for (uintptr_t i = 0; i < 20000; i++) {
+        one_differs.movements.push_back({samples[i] % 20000, i, 0, 8, 8});
+    }
+    one_differs.movements[15000] = {3, 15000, 2, 1, 5};
+    check_plan(one_differs, rng);
+    RandomPlan halves{float64(), {{20000, 8}}, {{20000, 16}}, {}, "halves with ranges of their own"};
+    for (uintptr_t i = 0; i < 20000; i++) {
+        halves.movements.push_back({samples[i] % 20000, i, 0, uintptr_t(i < 10000 ? 8 : 4), uintptr_t(i < 10000 ? 8 : 2)});
+    }
+    check_plan(halves, rng);
+    // movements that share their ranges and merge into runs of eight
+    // samples (on several threads, then on one), and a few long scattered
+    // movements (their bytes cut between threads)
+    RandomPlan runs{float64(), {{20000, 16}}, {{20000, 16}}, {}, "runs of eight samples"};
+    for (uintptr_t i = 0; i < 20000; i++) {
+        runs.movements.push_back({(2499 - i / 8) * 8 + i % 8, i, 0, 0, 16});
+    }
+    check_plan(runs, rng);
+    RandomPlan short_runs{float64(), {{400, 4}}, {{400, 6}}, {}, "runs of four samples, few bytes"};
+    for (uintptr_t i = 0; i < 100; i++) {
+        short_runs.movements.push_back({(99 - i / 4) * 4 + i % 4, i + 7, 0, 2, 4});
+    }
+    check_plan(short_runs, rng);
+    RandomPlan long_rows{float32(), {{64, 2, 4096}}, {{70, 2, 4096}}, {}, "few long scattered rows"};
+    for (uintptr_t i = 0; i < 64; i++) {
+        long_rows.movements.push_back({(i * 37) % 64, i + 3, 0, 0, 4096});
+    }
+    check_plan(long_rows, rng);
+
     RandomPlan partial{make_dtype(kDLComplex, 128), {{500, 2, 1000}}, {{500, 2, 999}}, {}, "partial rows"};
     for (uintptr_t i = 0; i < 500; i++) {
         partial.movements.push_back({499 - i, i, i % 7, (i * 3) % 11, 977});
