@@ -769,8 +769,7 @@ private:
             for (uint64_t first = 0; first < summary.entries; first += inline_move_table_capacity) {
                 const uint64_t count = std::min<uint64_t>(inline_move_table_capacity, summary.entries - first);
                 MoveTableSummary slice;
-                slice.entries = count;
-                slice.keys_seen[0] = slice.keys_seen[1] = ~uint64_t(0);  // sorted already: recount
+                count_move_table_keys(entries + first, count, slice);
                 const MoveLaunchClasses classes =
                     classify_move_table(entries + first, slice, arguments.input_row_stride,
                                         arguments.output_row_stride, threads_per_block, max_blocks, scratch);

@@ -110,8 +110,8 @@ Built build(const MovePlan& plan) {
 }
 
 /// The table after classify_move_table: each class a contiguous range of
-/// entries of that class, in increasing class order, with its own blocks,
-/// and as many entries as before.
+/// entries of that class (each class once), with its own blocks, each key
+/// (width) one contiguous range within it, and as many entries as before.
 void check_classes(const std::vector<MoveTableEntry>& table, const MoveLaunchClasses& classes,
                    const MovePlan& plan) {
     if (table.empty()) {
@@ -122,18 +122,26 @@ void check_classes(const std::vector<MoveTableEntry>& table, const MoveLaunchCla
     EXPECT_EQ(classes.ranges[0].first_entry, 0u);
     EXPECT_EQ(classes.ranges[classes.count].first_entry, table.size());
     EXPECT_EQ(classes.ranges[classes.count].first_block, classes.blocks);
+    std::vector<bool> class_seen(move_size_classes, false);
+    std::vector<bool> key_done(move_class_keys, false);
     for (uint32_t k = 0; k < classes.count; k++) {
         const auto& range = classes.ranges[k];
         EXPECT_LT(range.first_block, classes.ranges[k + 1].first_block) << "every class has a block";
-        if (k > 0) {
-            EXPECT_LT(classes.ranges[k - 1].size_class, range.size_class);
-        }
-        uint32_t previous_key = 0;
+        ASSERT_LT(range.size_class, move_size_classes);
+        EXPECT_FALSE(class_seen[range.size_class]) << "class " << range.size_class << " in two ranges";
+        class_seen[range.size_class] = true;
+        uint32_t previous_key = move_class_keys;
         for (uint64_t i = range.first_entry; i < classes.ranges[k + 1].first_entry; i++) {
             const uint32_t key = move_class_key(table[i], plan.input_row_stride(), plan.output_row_stride());
+            EXPECT_EQ(key, entry_class_key(table[i])) << "entry " << i << " holds its key";
             EXPECT_EQ(key / move_unit_widths, range.size_class) << "entry " << i;
-            EXPECT_LE(previous_key, key) << "sorted by width within a class";
-            previous_key = key;
+            if (key != previous_key) {
+                EXPECT_FALSE(key_done[key]) << "entry " << i << ": key " << key << " in two places";
+                if (previous_key != move_class_keys) {
+                    key_done[previous_key] = true;
+                }
+                previous_key = key;
+            }
         }
     }
 }
@@ -532,7 +540,7 @@ TEST(GpuMoveTable, MixedLengthsAreSortedIntoClassesWithTheirOwnBlocks) {
                                                           scratch);
     check_classes(built.table, classes, plan);
     EXPECT_EQ(classes.count, 2u) << "64- and 40-byte runs of 8-byte units (class 3), 16 KiB runs (class 10)";
-    EXPECT_EQ(classes.ranges[0].size_class, 3u);
+    EXPECT_EQ(classes.ranges[0].size_class, 3u) << "the class of the most common key first";
     EXPECT_EQ(classes.ranges[classes.count - 1].size_class, 10u);
     check_plan(layout, movements, rng);
     check_plan(layout, movements, rng, 8, 4);  // misaligned bases: narrower steps
