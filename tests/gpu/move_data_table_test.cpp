@@ -389,11 +389,10 @@ std::vector<mts_data_movement_t> runs_of_samples(std::mt19937_64& rng, uintptr_t
 
 }  // namespace
 
-// build_move_table screens the movements a block at a time and checks a
-// flagged block movement by movement: on long lists, a bad movement anywhere
-// (first block, either side of a block boundary, the end) must stop it
-// after exactly the runs before the bad movement's, and a good list must
-// give the very runs of the unchecked pass.
+// build_move_table checks each movement as it comes to it: on long lists, a
+// bad movement anywhere (the start, the middle, the end) must stop it after
+// exactly the runs before the bad movement's, and a good list must give the
+// very runs of the unchecked pass.
 TEST(GpuMoveTable, LongListsStopAtTheFirstBadMovement) {
     std::mt19937_64 rng(17);
     const uintptr_t samples = 500, properties = 24;
@@ -440,8 +439,8 @@ TEST(GpuMoveTable, LongListsStopAtTheFirstBadMovement) {
     }
 }
 
-// The quick screen flags fields of 2^62 and more even when they are in
-// range: such a block takes the exact check, and visits the same runs.
+// Fields of 2^62 and more that are in range pass the check and give the
+// same runs as the unchecked pass; one past the end is still refused.
 // (Their offsets are past what a table entry holds: the GPU backends refuse
 // such arrays before they build the table.)
 TEST(GpuMoveTable, HugeButValidFieldsTakeTheExactCheck) {
