@@ -136,10 +136,6 @@ inline uint32_t move_class_key(const MoveTableEntry& entry, uint64_t input_strid
 /// What a pass over the plan learned besides the entries.
 struct MoveTableSummary {
     uint64_t entries = 0;
-    uint64_t total_bytes = 0;
-    /// OR of every offset, row length and (for multi-row entries) row
-    /// stride: the widest unit dividing them all.
-    uint64_t alignment_bits = 0;
     /// Entries of each class key (move_class_key), counted as they are
     /// written: the class sort needs no pass of its own to count them.
     uint64_t per_key[move_class_keys] = {};
@@ -175,15 +171,6 @@ inline void count_move_table_keys(const MoveTableEntry* entries, uint64_t count,
 ///   void grow(size_t at_least);  // keeps the entries written so far
 template <class Storage>
 bool build_move_table(const MovePlan& plan, Storage& storage, MoveTableSummary& summary);
-
-/// Largest power of two, at most 16, dividing `bits` (16 for 0).
-inline size_t widest_unit_for(uint64_t bits) {
-    size_t width = 16;
-    while (width > 1 && bits % width != 0) {
-        width /= 2;
-    }
-    return width;
-}
 
 /// Entries [first, first + count) of one size class, and the blocks of the
 /// launch that take them: [first_block, next class's first_block).
@@ -282,6 +269,20 @@ template <class Storage>
     return cursor;
 }
 
+// The class key (move_class_key) of an entry at these offsets, of `rows`
+// rows of `row_bytes` (`bytes` in all, at least 1), from the values at hand
+// and without a branch.
+[[gnu::always_inline]] inline uint32_t class_key_of(uint64_t input_offset, uint64_t output_offset,
+                                                    uint64_t row_bytes, uint64_t rows, uint64_t bytes,
+                                                    uint64_t multi_row_bits) {
+    const uint64_t bits = input_offset | output_offset | row_bytes | (rows > 1 ? multi_row_bits : 0) | 16;
+    const uint32_t width_log2 = static_cast<uint32_t>(__builtin_ctzll(bits));
+    // the smallest c with units <= 2^c: the bit width of units - 1
+    const uint64_t units = bytes >> width_log2;
+    const uint32_t size_class = 63 - static_cast<uint32_t>(__builtin_clzll(((units - 1) << 1) | 1));
+    return size_class * move_unit_widths + width_log2;
+}
+
 // The visitor of the runs. Everything it updates per run is in its own
 // fields, and its address never leaves the inlined loop (the slow path takes
 // the cursor by value), so that they all live in registers; the caller's
@@ -297,15 +298,9 @@ public:
 
     [[gnu::always_inline]] void operator()(const MoveRun& run) {
         const uint64_t bytes = run.bytes * run.rows;
-        total_bytes_ += bytes;
-        alignment_bits_ |= run.input_offset | run.output_offset | run.bytes;
-        several_rows_ |= run.rows - 1;
         if (bytes <= max_entry_bytes && cursor_.next != cursor_.limit) {
-            // the class key, from the values at hand (move_class_key)
-            uint64_t bits = run.input_offset | run.output_offset | run.bytes;
-            bits |= run.rows > 1 ? multi_row_bits_ : 0;
-            const uint32_t width_log2 = bits & 15 ? static_cast<uint32_t>(__builtin_ctzll(bits)) : 4;
-            const uint32_t key = size_class_of_units(bytes >> width_log2) * move_unit_widths + width_log2;
+            const uint32_t key =
+                class_key_of(run.input_offset, run.output_offset, run.bytes, run.rows, bytes, multi_row_bits_);
             per_key_[key]++;
             *cursor_.next++ = pack_entry(run.input_offset, run.output_offset, run.bytes, run.rows, key);
         } else {
@@ -322,8 +317,6 @@ public:
 
     void finish(MoveTableSummary& summary) const {
         summary.entries = static_cast<uint64_t>(cursor_.next - storage_.data());
-        summary.total_bytes = total_bytes_;
-        summary.alignment_bits = alignment_bits_ | (several_rows_ != 0 ? multi_row_bits_ : 0);
     }
 
 private:
@@ -333,9 +326,6 @@ private:
     uint64_t output_stride_;
     uint64_t multi_row_bits_;
     TableCursor cursor_;
-    uint64_t total_bytes_ = 0;
-    uint64_t alignment_bits_ = 0;
-    uint64_t several_rows_ = 0;  // not zero: an entry has several rows, whose strides count too
 };
 
 }  // namespace move_table_detail
