@@ -206,12 +206,21 @@ struct MoveLaunchClasses {
     MoveClassRange ranges[move_size_classes + 1] = {};
 };
 
-/// Sorts `entries` by class key when more than one is present (the key
-/// each entry holds, counted in `summary`; not stable; `scratch` is resized
-/// as needed): each class one contiguous range, each key one contiguous
-/// range within it, the class of the most common key first. Gives the
-/// classes and the blocks of the launch, for blocks of `threads_per_block`
-/// threads and at most `max_blocks` blocks.
+/// Sorts `table` by class key when more than one is present (the key each
+/// entry holds, counted in `summary`; not stable): each class one
+/// contiguous range, each key one contiguous range within it, the class of
+/// the most common key first. Gives the classes and the blocks of the
+/// launch, for blocks of `threads_per_block` threads and at most
+/// `max_blocks` blocks. The sort writes into `sort_space(count)`, memory
+/// for `count` entries apart from the table's, and leaves `table` pointing
+/// to the sorted table: that memory, when most entries moved (rather than
+/// copying them back), or the table where it was.
+template <class SortSpace>
+MoveLaunchClasses classify_move_table_into(MoveTableEntry*& table, const MoveTableSummary& summary,
+                                           uint32_t threads_per_block, uint64_t max_blocks, SortSpace&& sort_space);
+
+/// The same, sorting `entries` where they are (through `scratch`, resized
+/// as needed).
 MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const MoveTableSummary& summary,
                                       uint64_t input_stride, uint64_t output_stride, uint32_t threads_per_block,
                                       uint64_t max_blocks, std::vector<MoveTableEntry>& scratch);
@@ -357,16 +366,19 @@ inline std::vector<MoveTableEntry>& move_table_scratch() {
 namespace move_table_detail {
 
 // Sorts a table that mixes class keys into the order classify_move_table
-// gives its classes: `dominant` first (the entries at [0, its count)),
-// the other keys of its class after it, then the keys of the other
-// classes in `class_order`, each class by width: a counting sort through
-// `scratch`, by the key each entry holds. When nearly every entry has the
-// dominant key, its entries already in place stay there: the few of other
+// gives its classes: `dominant` first, the other keys of its class after
+// it, then the keys of the other classes in `class_order`, each class by
+// width: a counting sort by the key each entry holds, into memory that
+// `sort_space(count)` gives, which is where the sorted table is then (the
+// pointer returned). When nearly every entry has the dominant key, its
+// entries already in place (at the start) stay there: the few of other
 // keys found there are swapped with entries of the dominant key from
-// beyond (a branch each, rarely taken), and only the entries after the
-// dominant key's range go through `scratch`.
-inline void sort_move_table(MoveTableEntry* entries, const MoveTableSummary& summary, uint32_t dominant,
-                            const uint32_t (&class_order)[move_size_classes], std::vector<MoveTableEntry>& scratch) {
+// beyond (a branch each, rarely taken), only the entries after the
+// dominant key's range go through the sort space, and the sorted table is
+// `entries`.
+template <class SortSpace>
+MoveTableEntry* sort_move_table(MoveTableEntry* entries, const MoveTableSummary& summary, uint32_t dominant,
+                                const uint32_t (&class_order)[move_size_classes], SortSpace& sort_space) {
     const uint64_t count = summary.entries;
     const bool in_place = summary.per_key[dominant] >= count - count / 8;
     const uint64_t head = in_place ? summary.per_key[dominant] : 0;
@@ -383,7 +395,7 @@ inline void sort_move_table(MoveTableEntry* entries, const MoveTableSummary& sum
             entries[beyond++] = other;
         }
     }
-    // the rest, [head, count): a counting sort through scratch
+    // the rest, [head, count): a counting sort
     uint64_t start[move_class_keys] = {};
     uint64_t next = 0;
     for (const uint32_t c : class_order) {
@@ -399,23 +411,23 @@ inline void sort_move_table(MoveTableEntry* entries, const MoveTableSummary& sum
         }
     }
     const uint64_t rest = count - head;
-    scratch.resize(rest);
-    MoveTableEntry* const sorted = scratch.data();
+    MoveTableEntry* const sorted = sort_space(static_cast<size_t>(rest));
     for (uint64_t i = head; i < count; i++) {
         const MoveTableEntry entry = entries[i];
         sorted[start[entry_class_key(entry)]++] = entry;
     }
+    if (!in_place) {
+        return sorted;
+    }
     std::memcpy(entries + head, sorted, rest * sizeof(MoveTableEntry));
+    return entries;
 }
 
 }  // namespace move_table_detail
 
-inline MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const MoveTableSummary& summary,
-                                             uint64_t input_stride, uint64_t output_stride,
-                                             uint32_t threads_per_block, uint64_t max_blocks,
-                                             std::vector<MoveTableEntry>& scratch) {
-    (void)input_stride;
-    (void)output_stride;
+template <class SortSpace>
+MoveLaunchClasses classify_move_table_into(MoveTableEntry*& table, const MoveTableSummary& summary,
+                                           uint32_t threads_per_block, uint64_t max_blocks, SortSpace&& sort_space) {
     MoveLaunchClasses launch;
     if (summary.entries == 0) {
         return launch;
@@ -442,7 +454,7 @@ inline MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const Move
     }
     const uint64_t dominant_count = summary.per_key[dominant];
     if (dominant_count != summary.entries) {
-        move_table_detail::sort_move_table(entries, summary, dominant, class_order, scratch);
+        table = move_table_detail::sort_move_table(table, summary, dominant, class_order, sort_space);
     }
     // blocks per class: one step of work per team, all classes scaled down
     // together when they would exceed max_blocks
@@ -476,6 +488,24 @@ inline MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const Move
     }
     launch.ranges[launch.count] = {first_entry, static_cast<uint32_t>(first_block), move_size_classes};
     launch.blocks = static_cast<uint32_t>(first_block);
+    return launch;
+}
+
+inline MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const MoveTableSummary& summary,
+                                             uint64_t input_stride, uint64_t output_stride,
+                                             uint32_t threads_per_block, uint64_t max_blocks,
+                                             std::vector<MoveTableEntry>& scratch) {
+    (void)input_stride;
+    (void)output_stride;
+    MoveTableEntry* table = entries;
+    const MoveLaunchClasses launch =
+        classify_move_table_into(table, summary, threads_per_block, max_blocks, [&](size_t count) {
+            scratch.resize(count);
+            return scratch.data();
+        });
+    if (table != entries) {
+        std::memcpy(entries, table, summary.entries * sizeof(MoveTableEntry));
+    }
     return launch;
 }
 

@@ -557,3 +557,50 @@ TEST(GpuMoveTable, ABlockCapScalesEveryClassDownAndKeepsOneBlockEach) {
     std::mt19937_64 rng(5);
     check_plan(layout, movements, rng);
 }
+
+// The class sort writes into the space it is given and the table moves
+// there when most entries change places; when nearly all entries share a
+// key, they stay where they are and the table does not move. Either way
+// the sorted table holds the same entries, grouped by class and key.
+TEST(GpuMoveTable, TheSortMovesTheTableOnlyWhenMostEntriesMove) {
+    auto sorted_entries = [](const MoveTableEntry* table, size_t count) {
+        std::vector<std::pair<uint64_t, uint64_t>> entries;
+        for (size_t i = 0; i < count; i++) {
+            entries.emplace_back(table[i].input, table[i].output);
+        }
+        std::sort(entries.begin(), entries.end());
+        return entries;
+    };
+    for (const uintptr_t minority_every : {uintptr_t(2), uintptr_t(97)}) {
+        SCOPED_TRACE(::testing::Message() << "one movement in " << minority_every << " of another key");
+        const Layout layout = {{5000, 64}, {5000, 64}, 4};
+        std::vector<mts_data_movement_t> movements;
+        for (uintptr_t i = 0; i < 5000; i++) {
+            // scattered outputs, so that no two movements make one run
+            movements.push_back({i, (i * 7919) % 5000, 0, 0, i % minority_every == 1 ? 1u : 64u});
+        }
+        const MovePlan plan(layout.output_shape, layout.input_shape, 4, movements.data(), movements.size());
+        const Built built = build(plan);
+        ASSERT_FALSE(built.summary.single_key());
+        std::vector<MoveTableEntry> table = built.table;
+        std::vector<MoveTableEntry> space;
+        MoveTableEntry* sorted = table.data();
+        const MoveLaunchClasses classes =
+            classify_move_table_into(sorted, built.summary, threads_per_block, max_blocks, [&](size_t count) {
+                space.resize(count);
+                return space.data();
+            });
+        if (minority_every == 2) {
+            EXPECT_EQ(sorted, space.data()) << "half the entries move: the table is the sort's";
+        } else {
+            EXPECT_EQ(sorted, table.data()) << "the common key stays in place";
+            EXPECT_LT(space.size(), table.size() / 8) << "only the other entries go through the space";
+        }
+        const std::vector<MoveTableEntry> result(sorted, sorted + built.summary.entries);
+        check_classes(result, classes, plan);
+        EXPECT_EQ(sorted_entries(result.data(), result.size()),
+                  sorted_entries(built.table.data(), built.table.size()));
+        std::mt19937_64 rng(minority_every);
+        check_plan(layout, movements, rng);
+    }
+}
