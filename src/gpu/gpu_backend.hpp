@@ -844,6 +844,13 @@ private:
             MoveTableEntry* table = entries_;
             const MoveLaunchClasses classes =
                 classify_move_table_into(table, summary, threads, blocks, [&](size_t count) {
+                    if (count < summary.entries) {
+                        // the few entries of a sort in place, copied back:
+                        // the thread's scratch table
+                        std::vector<MoveTableEntry>& scratch = move_table_scratch();
+                        scratch.resize(count);
+                        return scratch.data();
+                    }
                     return sort_space(count);
                 });
             if (table != entries_) {

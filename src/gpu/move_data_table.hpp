@@ -213,8 +213,9 @@ struct MoveLaunchClasses {
 /// launch, for blocks of `threads_per_block` threads and at most
 /// `max_blocks` blocks. The sort writes into `sort_space(count)`, memory
 /// for `count` entries apart from the table's, and leaves `table` pointing
-/// to the sorted table: that memory, when most entries moved (rather than
-/// copying them back), or the table where it was.
+/// to the sorted table: that memory when it was asked for the whole table
+/// (count == summary.entries; most entries moved, and are not copied
+/// back), or the table where it was (fewer entries, sorted in place).
 template <class SortSpace>
 MoveLaunchClasses classify_move_table_into(MoveTableEntry*& table, const MoveTableSummary& summary,
                                            uint32_t threads_per_block, uint64_t max_blocks, SortSpace&& sort_space);
