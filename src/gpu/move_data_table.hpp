@@ -5,8 +5,8 @@
 // planning row as is.
 //
 // One entry, 16 bytes, per piece of work:
-//   input  = input byte offset (low 40 bits)  | bytes per row (16 bits) | class key (top 8 bits)
-//   output = output byte offset (low 40 bits) | rows          (high 24 bits)
+//   input  = input byte offset (low 40 bits)  | class key (8 bits) | bytes per row (high 16 bits)
+//   output = output byte offset (low 40 bits) | rows              (high 24 bits)
 // Row r of an entry reads at input + input_offset + r * input_row_stride and
 // writes at output + output_offset + r * output_row_stride (the plan's row
 // strides, kernel arguments). Offsets below 2^40 bytes cover any array a GPU
@@ -46,15 +46,17 @@ constexpr uint64_t max_move_array_bytes = uint64_t(1) << move_offset_bits;
 /// Most bytes one entry copies; also bounds bytes per row (16 bits) and
 /// rows (24 bits).
 constexpr uint64_t max_entry_bytes = uint64_t(16) << 10;
-/// The entry's class key (move_class_key) is in the top bits of its input
-/// word: the host's class sort reads it there instead of computing it again.
-constexpr unsigned move_key_shift = 56;
-constexpr uint64_t move_row_bytes_mask = (uint64_t(1) << (move_key_shift - move_offset_bits)) - 1;
-static_assert(max_entry_bytes <= move_row_bytes_mask, "bytes per row fit below the class key");
+/// The entry's class key (move_class_key) is in the 8 bits of its input
+/// word between the offset and the bytes per row: the host's class sort
+/// reads it there instead of computing it again, and the kernel reads the
+/// bytes per row with one shift, as when they took all 24 bits.
+constexpr unsigned move_key_shift = move_offset_bits;
+constexpr unsigned move_row_bytes_shift = move_offset_bits + 8;
+static_assert(max_entry_bytes < (uint64_t(1) << (64 - move_row_bytes_shift)), "bytes per row fit in 16 bits");
 
 MTSARRAY_HOST_DEVICE inline MoveTableEntry pack_entry(uint64_t input_offset, uint64_t output_offset,
                                                       uint64_t row_bytes, uint64_t rows, uint32_t key = 0) {
-    return MoveTableEntry{input_offset | (row_bytes << move_offset_bits) | (uint64_t(key) << move_key_shift),
+    return MoveTableEntry{input_offset | (uint64_t(key) << move_key_shift) | (row_bytes << move_row_bytes_shift),
                           output_offset | (rows << move_offset_bits)};
 }
 
@@ -65,11 +67,11 @@ MTSARRAY_HOST_DEVICE inline uint64_t entry_output_offset(const MoveTableEntry& e
     return entry.output & move_offset_mask;
 }
 MTSARRAY_HOST_DEVICE inline uint32_t entry_row_bytes(const MoveTableEntry& entry) {
-    return static_cast<uint32_t>((entry.input >> move_offset_bits) & move_row_bytes_mask);
+    return static_cast<uint32_t>(entry.input >> move_row_bytes_shift);
 }
 /// The class key build_move_table stored (0 in an entry packed without one).
 inline uint32_t entry_class_key(const MoveTableEntry& entry) {
-    return static_cast<uint32_t>(entry.input >> move_key_shift);
+    return static_cast<uint32_t>(entry.input >> move_key_shift) & 0xff;
 }
 MTSARRAY_HOST_DEVICE inline uint32_t entry_rows(const MoveTableEntry& entry) {
     return static_cast<uint32_t>(entry.output >> move_offset_bits);
