@@ -263,7 +263,7 @@ public:
             return;
         }
 
-        // the table sorted by size class (only when it mixes classes) and
+        // the table grouped by size class (only when it mixes classes) and
         // the blocks of each class
         const MoveLaunchClasses classes = storage.classify(summary, threads_per_block, max_blocks);
         const MoveDataArguments arguments =
