@@ -37,17 +37,28 @@ using mtsarray::detail::gpu::MoveTableSummary;
 constexpr double NANOSECONDS_PER_MOVEMENT_TARGET = 4.0;
 constexpr size_t ELEMENT_SIZE = sizeof(double);
 
-/// Host memory for the table, sized once and reused by every call (the GPU
-/// backend's page-locked leases are pooled the same way).
+/// Host memory for the table, sized once and reused by every call, and
+/// memory of the same size for the class sort to write into (the GPU
+/// backend's page-locked leases are pooled the same way, and the table
+/// moves to the second one when the sort writes it there).
 class ReusedTable {
 public:
-    explicit ReusedTable(size_t capacity) : entries_(capacity) {}
+    explicit ReusedTable(size_t capacity) : entries_(capacity), sorted_(capacity) {}
     MoveTableEntry* data() { return entries_.data(); }
     size_t capacity() const { return entries_.size(); }
     void grow(size_t at_least) { entries_.resize(std::max(at_least, 2 * entries_.size())); }
+    MoveTableEntry* sort_space(size_t count) {
+        if (sorted_.size() < count) {
+            sorted_.resize(count);
+        }
+        return sorted_.data();
+    }
+    /// The table is in the sort space now.
+    void use_sorted() { entries_.swap(sorted_); }
 
 private:
     std::vector<MoveTableEntry> entries_;
+    std::vector<MoveTableEntry> sorted_;
 };
 
 using PlanningCase = MovePattern;
@@ -118,10 +129,13 @@ void build(const PlanningCase& c, const MovePlan& plan, ReusedTable& table, Move
     if (!build_move_table(plan, table, summary)) {
         throw std::runtime_error("gpu planning " + c.name + ": a movement was refused");
     }
-    static thread_local std::vector<MoveTableEntry> scratch;
-    auto classes = mtsarray::detail::gpu::classify_move_table(
-        table.data(), summary, plan.input_row_stride(), plan.output_row_stride(),
-        mtsarray::detail::gpu::threads_per_block, mtsarray::detail::gpu::max_blocks, scratch);
+    MoveTableEntry* sorted = table.data();
+    auto classes = mtsarray::detail::gpu::classify_move_table_into(
+        sorted, summary, mtsarray::detail::gpu::threads_per_block, mtsarray::detail::gpu::max_blocks,
+        [&](size_t count) { return table.sort_space(count); });
+    if (sorted != table.data()) {
+        table.use_sorted();
+    }
     clobber(&classes);
 }
 

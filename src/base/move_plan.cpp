@@ -11,8 +11,6 @@ namespace mtsarray::detail {
 
 using move_scan::join_part;
 using move_scan::Lanes;
-using move_scan::range_flags;
-using move_scan::read_movement;
 using move_scan::scan_range;
 using move_scan::ScanOneAtATime;
 using move_scan::top_bits;
@@ -73,17 +71,6 @@ MoveScan MovePlan::scan_part(size_t begin, size_t end, mts_data_movement_t* copy
     const Lanes last_samples = {samples_in_ - 1, samples_out_ - 1};
     const Lanes properties = {properties_in_, properties_out_};
     return scan_range(movements_, copy, begin, end, last_samples, properties, ScanOneAtATime{});
-}
-
-bool MovePlan::copy_may_be_out_of_range(const mts_data_movement_t* begin, const mts_data_movement_t* end,
-                                        mts_data_movement_t* copy) const noexcept {
-    const Lanes last_samples = {samples_in_ - 1, samples_out_ - 1};
-    const Lanes properties = {properties_in_, properties_out_};
-    Lanes flags = (last_samples | properties) & top_bits;
-    for (const mts_data_movement_t* movement = begin; movement != end; movement++, copy++) {
-        flags |= range_flags(read_movement(movement, copy), last_samples, properties);
-    }
-    return ((flags[0] | flags[1]) & top_bits) != 0;
 }
 
 MoveSummary MovePlan::summarize(MoveScan* parts, size_t count, mts_data_movement_t* copy) const {

@@ -68,6 +68,16 @@ struct MoveBounds {
     uintptr_t properties_in;
     uintptr_t properties_out;
 
+    /// The same check, one comparison after the other: in a loop over
+    /// valid movements, six branches that are never taken.
+    bool contain_each(const mts_data_movement_t& movement) const noexcept {
+        return movement.sample_in < samples_in && movement.sample_out < samples_out &&
+               movement.properties_start_in <= properties_in &&
+               movement.properties_length <= properties_in - movement.properties_start_in &&
+               movement.properties_start_out <= properties_out &&
+               movement.properties_length <= properties_out - movement.properties_start_out;
+    }
+
     /// The exact check of one movement (no overflow for any field value).
     bool contain(const mts_data_movement_t& movement) const noexcept {
         return (movement.sample_in < samples_in) & (movement.sample_out < samples_out) &
@@ -268,15 +278,6 @@ private:
     template <bool Check, typename Visit>
     [[gnu::always_inline]] inline bool iterate_runs(Visit& visit) const;
 
-    /// Movements iterate_runs<true> screens at a time.
-    static constexpr size_t check_block = 128;
-    /// validate()'s conservative test on [begin, end), which copies each
-    /// movement into `copy` as it reads it: false when every movement is
-    /// surely in range, true when one may not be (the exact check of the
-    /// copy decides).
-    bool copy_may_be_out_of_range(const mts_data_movement_t* begin, const mts_data_movement_t* end,
-                                  mts_data_movement_t* copy) const noexcept;
-
     /// validate()'s slow path: throws the error naming the first movement
     /// of `movements` (this plan's, or their copy) out of range, if there
     /// is one.
@@ -342,13 +343,20 @@ inline bool MovePlan::iterate_runs(Visit& visit) const {
     MoveRun run = {0, 0, 0, 0};
     uint64_t input_end = 0;
     uint64_t output_end = 0;
-    // Each movement is read once, into a value (`from` points at memory
-    // nothing else writes: a block copied by the check below, or movements
-    // already validated and copied by the caller).
+    // Each movement is read once, into a value that is checked (when
+    // `check` says so) and then used: whatever writes into the movements
+    // meanwhile (the visitor itself, writing a table over them, or another
+    // thread) can not change what was checked into something else.
     auto extend = [&](const mts_data_movement_t* from, const mts_data_movement_t* to, auto check) {
         for (; from != to; from++) {
             const mts_data_movement_t value = *from;
-            if (decltype(check)::value && !bounds.contain(value)) {
+            if (decltype(check)::value) {
+                // the movements may have changed from here on, as far as
+                // the compiler knows: it may not load a field again for a
+                // later use (another thread may have changed it in between)
+                asm volatile("" ::: "memory");
+            }
+            if (decltype(check)::value && !bounds.contain_each(value)) {
                 return false;
             }
             const uint64_t bytes = value.properties_length * element;
@@ -375,26 +383,12 @@ inline bool MovePlan::iterate_runs(Visit& visit) const {
     if constexpr (!Check) {
         extend(movement, end, unchecked());
     } else {
-        // In blocks: one pass copies the block out of the caller's list
-        // and asks, without a branch per movement, whether any movement of
-        // it may be out of range (out of line, on vector registers); only a
-        // flagged block is checked movement by movement, which stops at the
-        // first bad one. The runs are made from the block's copy (still in
-        // L1): what was checked is what is used, whoever writes into the
-        // caller's list meanwhile.
-        mts_data_movement_t block[check_block];
-        while (movement != end) {
-            const size_t count = static_cast<size_t>(end - movement) > check_block
-                                     ? check_block
-                                     : static_cast<size_t>(end - movement);
-            if (copy_may_be_out_of_range(movement, movement + count, block)) {
-                if (!extend(block, block + count, checked())) {
-                    return false;
-                }
-            } else {
-                extend(block, block + count, unchecked());
-            }
-            movement += count;
+        // One pass: each movement is read once, into a value that is
+        // checked and then made into runs (the check is six comparisons,
+        // each a branch that is never taken for valid movements, cheaper
+        // than screening a copy of each block first).
+        if (!extend(movement, end, checked())) {
+            return false;
         }
     }
     if (run.rows != 0) {

@@ -263,12 +263,9 @@ public:
             return;
         }
 
-        // the table sorted by size class (only when it mixes classes) and
+        // the table grouped by size class (only when it mixes classes) and
         // the blocks of each class
-        std::vector<MoveTableEntry>& scratch = move_table_scratch();
-        const MoveLaunchClasses classes =
-            classify_move_table(storage.data(), summary, plan.input_row_stride(), plan.output_row_stride(),
-                                threads_per_block, max_blocks, scratch);
+        const MoveLaunchClasses classes = storage.classify(summary, threads_per_block, max_blocks);
         const MoveDataArguments arguments =
             move_data_arguments(classes, input, output, plan.input_row_stride(), plan.output_row_stride());
         const bool narrow = narrow_offsets(summary.span);
@@ -312,10 +309,7 @@ public:
             plan.validate();
             throw Error("move plan: a movement is out of range");
         }
-        std::vector<MoveTableEntry>& scratch = move_table_scratch();
-        const MoveLaunchClasses classes =
-            classify_move_table(storage.data(), summary, plan.input_row_stride(), plan.output_row_stride(),
-                                threads_per_block, max_blocks, scratch);
+        const MoveLaunchClasses classes = storage.classify(summary, threads_per_block, max_blocks);
         auto prepared = std::make_unique<PreparedMovePlan>(*this, device, summary.entries);
         prepared->classes = classes;
         prepared->narrow = narrow_offsets(summary.span);
@@ -921,8 +915,7 @@ private:
         for (uint64_t first = 0; first < summary.entries; first += inline_move_table_capacity) {
             const uint64_t count = std::min<uint64_t>(inline_move_table_capacity, summary.entries - first);
             MoveTableSummary slice;
-            slice.entries = count;
-            slice.keys_seen[0] = slice.keys_seen[1] = ~uint64_t(0);  // sorted already: recount
+            count_move_table_keys(entries + first, count, slice);
             const MoveLaunchClasses classes =
                 classify_move_table(entries + first, slice, arguments.input_row_stride,
                                     arguments.output_row_stride, threads_per_block, max_blocks, scratch);
@@ -994,6 +987,36 @@ private:
         /// Called by the table writer when every entry is in use.
         void grow(size_t at_least) { reallocate(std::max(at_least, 2 * capacity_), capacity_); }
 
+        /// classify_move_table_into on the table: the sort writes into
+        /// memory of the same kind (a second lease, or plain host memory
+        /// under capture, or the stack), which then holds the table.
+        MoveLaunchClasses classify(const MoveTableSummary& summary, uint32_t threads, uint64_t blocks) {
+            MoveTableEntry* table = entries_;
+            const MoveLaunchClasses classes =
+                classify_move_table_into(table, summary, threads, blocks, [&](size_t count) {
+                    if (count < summary.entries) {
+                        // the few entries of a sort in place, copied back:
+                        // the thread's scratch table
+                        std::vector<MoveTableEntry>& scratch = move_table_scratch();
+                        scratch.resize(count);
+                        return scratch.data();
+                    }
+                    return sort_space(count);
+                });
+            if (table != entries_) {
+                // the sorted table replaces the first one, which nothing
+                // read: its lease goes back to the pool at once
+                entries_ = table;
+                capacity_ = sorted_capacity_;
+                if (sorted_lease_ != nullptr) {
+                    lease_ = std::move(sorted_lease_);
+                } else if (table != sorted_stack_) {
+                    host_.swap(sorted_host_);
+                }
+            }
+            return classes;
+        }
+
         /// The upload reading the page-locked table is queued on `stream`.
         void release_after(StreamHandle stream) {
             if (lease_ != nullptr) {
@@ -1024,9 +1047,28 @@ private:
             capacity_ = capacity;
         }
 
+        /// Memory for `count` entries apart from the table, of the table's
+        /// kind, for the class sort.
+        MoveTableEntry* sort_space(size_t count) {
+            sorted_capacity_ = count;
+            if (count <= inline_move_table_capacity && entries_ == stack_) {
+                return sorted_stack_;
+            }
+            if (capturing_) {
+                sorted_host_.resize(count);
+                return sorted_host_.data();
+            }
+            sorted_lease_ = std::make_unique<PinnedLease>(staging_.acquire(count * sizeof(MoveTableEntry)));
+            return static_cast<MoveTableEntry*>(sorted_lease_->data());
+        }
+
         PinnedStagingPool<Runtime>& staging_;
         bool capturing_;
         MoveTableEntry stack_[inline_move_table_capacity];
+        MoveTableEntry sorted_stack_[inline_move_table_capacity];
+        size_t sorted_capacity_ = 0;
+        std::unique_ptr<PinnedLease> sorted_lease_;
+        std::vector<MoveTableEntry> sorted_host_;
         MoveTableEntry* entries_ = stack_;
         size_t capacity_ = inline_move_table_capacity;
         std::unique_ptr<PinnedLease> lease_;

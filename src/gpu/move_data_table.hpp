@@ -5,8 +5,8 @@
 // planning row as is.
 //
 // One entry, 16 bytes, per piece of work:
-//   input  = input byte offset (low 40 bits)  | bytes per row (high 24 bits)
-//   output = output byte offset (low 40 bits) | rows          (high 24 bits)
+//   input  = input byte offset (low 40 bits)  | class key (8 bits) | bytes per row (high 16 bits)
+//   output = output byte offset (low 40 bits) | rows              (high 24 bits)
 // Row r of an entry reads at input + input_offset + r * input_row_stride and
 // writes at output + output_offset + r * output_row_stride (the plan's row
 // strides, kernel arguments). Offsets below 2^40 bytes cover any array a GPU
@@ -43,13 +43,20 @@ constexpr unsigned move_offset_bits = 40;
 constexpr uint64_t move_offset_mask = (uint64_t(1) << move_offset_bits) - 1;
 /// Largest array (in bytes) an offset of the table can address.
 constexpr uint64_t max_move_array_bytes = uint64_t(1) << move_offset_bits;
-/// Most bytes one entry copies; also bounds bytes per row and rows (both
-/// must fit in 24 bits).
+/// Most bytes one entry copies; also bounds bytes per row (16 bits) and
+/// rows (24 bits).
 constexpr uint64_t max_entry_bytes = uint64_t(16) << 10;
+/// The entry's class key (move_class_key) is in the 8 bits of its input
+/// word between the offset and the bytes per row: the host's class sort
+/// reads it there instead of computing it again, and the kernel reads the
+/// bytes per row with one shift, as when they took all 24 bits.
+constexpr unsigned move_key_shift = move_offset_bits;
+constexpr unsigned move_row_bytes_shift = move_offset_bits + 8;
+static_assert(max_entry_bytes < (uint64_t(1) << (64 - move_row_bytes_shift)), "bytes per row fit in 16 bits");
 
 MTSARRAY_HOST_DEVICE inline MoveTableEntry pack_entry(uint64_t input_offset, uint64_t output_offset,
-                                                      uint64_t row_bytes, uint64_t rows) {
-    return MoveTableEntry{input_offset | (row_bytes << move_offset_bits),
+                                                      uint64_t row_bytes, uint64_t rows, uint32_t key = 0) {
+    return MoveTableEntry{input_offset | (uint64_t(key) << move_key_shift) | (row_bytes << move_row_bytes_shift),
                           output_offset | (rows << move_offset_bits)};
 }
 
@@ -60,7 +67,11 @@ MTSARRAY_HOST_DEVICE inline uint64_t entry_output_offset(const MoveTableEntry& e
     return entry.output & move_offset_mask;
 }
 MTSARRAY_HOST_DEVICE inline uint32_t entry_row_bytes(const MoveTableEntry& entry) {
-    return static_cast<uint32_t>(entry.input >> move_offset_bits);
+    return static_cast<uint32_t>(entry.input >> move_row_bytes_shift);
+}
+/// The class key build_move_table stored (0 in an entry packed without one).
+inline uint32_t entry_class_key(const MoveTableEntry& entry) {
+    return static_cast<uint32_t>(entry.input >> move_key_shift) & 0xff;
 }
 MTSARRAY_HOST_DEVICE inline uint32_t entry_rows(const MoveTableEntry& entry) {
     return static_cast<uint32_t>(entry.output >> move_offset_bits);
@@ -79,9 +90,9 @@ constexpr uint32_t inline_move_table_capacity = 200;
 // kernel sizes a team by class (move_data_thread.hpp): 2^min(c, 5) threads,
 // so that a 64-byte run (4 units of 16 bytes) takes a team of 4 and a
 // 16 KiB run a warp, each with no idle lane, whatever else the plan holds.
-// The host sorts the table by (class, width) -- a counting sort, done only
-// when the plan mixes several -- so that each class is one contiguous range
-// and the entries a team takes together share a width.
+// The host groups the table by (class, width) -- done only when the plan
+// mixes several -- so that each class is one contiguous range and the
+// entries a team takes together share a width.
 
 /// Size classes: entries move at most max_entry_bytes, so at most 2^14
 /// units (of one byte).
@@ -127,22 +138,33 @@ inline uint32_t move_class_key(const MoveTableEntry& entry, uint64_t input_strid
 /// What a pass over the plan learned besides the entries.
 struct MoveTableSummary {
     uint64_t entries = 0;
-    uint64_t total_bytes = 0;
-    /// OR of every offset, row length and (for multi-row entries) row
-    /// stride: the widest unit dividing them all.
-    uint64_t alignment_bits = 0;
-    /// The class keys (move_class_key) present, one bit each.
-    uint64_t keys_seen[2] = {0, 0};
+    /// Entries of each class key (move_class_key), counted as they are
+    /// written: the class sort needs no pass of its own to count them.
+    uint64_t per_key[move_class_keys] = {};
     /// Largest offset + bytes spanned by an entry, in either array: below
     /// 2^32, the kernel computes its addresses on 32 bits.
     uint64_t span = 0;
 
     bool single_key() const noexcept {
-        const unsigned count = static_cast<unsigned>(__builtin_popcountll(keys_seen[0]) +
-                                                     __builtin_popcountll(keys_seen[1]));
-        return count <= 1;
+        unsigned keys = 0;
+        for (uint64_t count : per_key) {
+            keys += count != 0 ? 1 : 0;
+        }
+        return keys <= 1;
     }
 };
+
+/// Sets summary.entries and summary.per_key from the class keys stored in
+/// `entries` (a part of a table build_move_table made).
+inline void count_move_table_keys(const MoveTableEntry* entries, uint64_t count, MoveTableSummary& summary) {
+    summary.entries = count;
+    for (uint64_t& keys : summary.per_key) {
+        keys = 0;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        summary.per_key[entry_class_key(entries[i])]++;
+    }
+}
 
 /// Builds the table of `plan` into `storage`, checking every movement as it
 /// goes; returns false at the first invalid movement (then call
@@ -151,15 +173,6 @@ struct MoveTableSummary {
 ///   void grow(size_t at_least);  // keeps the entries written so far
 template <class Storage>
 bool build_move_table(const MovePlan& plan, Storage& storage, MoveTableSummary& summary);
-
-/// Largest power of two, at most 16, dividing `bits` (16 for 0).
-inline size_t widest_unit_for(uint64_t bits) {
-    size_t width = 16;
-    while (width > 1 && bits % width != 0) {
-        width /= 2;
-    }
-    return width;
-}
 
 /// Entries [first, first + count) of one size class, and the blocks of the
 /// launch that take them: [first_block, next class's first_block).
@@ -195,10 +208,22 @@ struct MoveLaunchClasses {
     MoveClassRange ranges[move_size_classes + 1] = {};
 };
 
-/// Sorts `entries` by class key when more than one is present (stable,
-/// through `scratch`, resized as needed), and gives the classes and the
-/// blocks of the launch, for blocks of `threads_per_block` threads and at
-/// most `max_blocks` blocks.
+/// Sorts `table` by class key when more than one is present (the key each
+/// entry holds, counted in `summary`; not stable): each class one
+/// contiguous range, each key one contiguous range within it, the class of
+/// the most common key first. Gives the classes and the blocks of the
+/// launch, for blocks of `threads_per_block` threads and at most
+/// `max_blocks` blocks. The sort writes into `sort_space(count)`, memory
+/// for `count` entries apart from the table's, and leaves `table` pointing
+/// to the sorted table: that memory when it was asked for the whole table
+/// (count == summary.entries; most entries moved, and are not copied
+/// back), or the table where it was (fewer entries, sorted in place).
+template <class SortSpace>
+MoveLaunchClasses classify_move_table_into(MoveTableEntry*& table, const MoveTableSummary& summary,
+                                           uint32_t threads_per_block, uint64_t max_blocks, SortSpace&& sort_space);
+
+/// The same, sorting `entries` where they are (through `scratch`, resized
+/// as needed).
 MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const MoveTableSummary& summary,
                                       uint64_t input_stride, uint64_t output_stride, uint32_t threads_per_block,
                                       uint64_t max_blocks, std::vector<MoveTableEntry>& scratch);
@@ -256,6 +281,20 @@ template <class Storage>
     return cursor;
 }
 
+// The class key (move_class_key) of an entry at these offsets, of `rows`
+// rows of `row_bytes` (`bytes` in all, at least 1), from the values at hand
+// and without a branch.
+[[gnu::always_inline]] inline uint32_t class_key_of(uint64_t input_offset, uint64_t output_offset,
+                                                    uint64_t row_bytes, uint64_t rows, uint64_t bytes,
+                                                    uint64_t multi_row_bits) {
+    const uint64_t bits = input_offset | output_offset | row_bytes | (rows > 1 ? multi_row_bits : 0) | 16;
+    const uint32_t width_log2 = static_cast<uint32_t>(__builtin_ctzll(bits));
+    // the smallest c with units <= 2^c: the bit width of units - 1
+    const uint64_t units = bytes >> width_log2;
+    const uint32_t size_class = 63 - static_cast<uint32_t>(__builtin_clzll(((units - 1) << 1) | 1));
+    return size_class * move_unit_widths + width_log2;
+}
+
 // The visitor of the runs. Everything it updates per run is in its own
 // fields, and its address never leaves the inlined loop (the slow path takes
 // the cursor by value), so that they all live in registers; the caller's
@@ -264,53 +303,41 @@ template <class Storage>
 // per run.
 template <class Storage> class Writer {
 public:
-    Writer(Storage& storage, uint64_t input_stride, uint64_t output_stride)
-        : storage_(storage), input_stride_(input_stride), output_stride_(output_stride),
+    Writer(Storage& storage, uint64_t input_stride, uint64_t output_stride, uint64_t* per_key)
+        : storage_(storage), per_key_(per_key), input_stride_(input_stride), output_stride_(output_stride),
           multi_row_bits_(input_stride | output_stride),
           cursor_{storage.data(), storage.data() + storage.capacity()} {}
 
     [[gnu::always_inline]] void operator()(const MoveRun& run) {
         const uint64_t bytes = run.bytes * run.rows;
-        total_bytes_ += bytes;
-        alignment_bits_ |= run.input_offset | run.output_offset | run.bytes;
-        several_rows_ |= run.rows - 1;
         if (bytes <= max_entry_bytes && cursor_.next != cursor_.limit) {
-            // the class key, from the values at hand (move_class_key)
-            uint64_t bits = run.input_offset | run.output_offset | run.bytes;
-            bits |= run.rows > 1 ? multi_row_bits_ : 0;
-            const uint32_t width_log2 = bits & 15 ? static_cast<uint32_t>(__builtin_ctzll(bits)) : 4;
-            const uint32_t key = size_class_of_units(bytes >> width_log2) * move_unit_widths + width_log2;
-            keys_seen_[key >> 6] |= uint64_t(1) << (key & 63);
-            *cursor_.next++ = pack_entry(run.input_offset, run.output_offset, run.bytes, run.rows);
+            const uint32_t key =
+                class_key_of(run.input_offset, run.output_offset, run.bytes, run.rows, bytes, multi_row_bits_);
+            per_key_[key]++;
+            *cursor_.next++ = pack_entry(run.input_offset, run.output_offset, run.bytes, run.rows, key);
         } else {
             const size_t first = static_cast<size_t>(cursor_.next - storage_.data());
             cursor_ = add_slowly(storage_, cursor_, run.input_offset, run.output_offset, run.bytes, run.rows,
                                  input_stride_, output_stride_);
-            for (const MoveTableEntry* entry = storage_.data() + first; entry != cursor_.next; entry++) {
+            for (MoveTableEntry* entry = storage_.data() + first; entry != cursor_.next; entry++) {
                 const uint32_t key = move_class_key(*entry, input_stride_, output_stride_);
-                keys_seen_[key >> 6] |= uint64_t(1) << (key & 63);
+                entry->input |= uint64_t(key) << move_key_shift;
+                per_key_[key]++;
             }
         }
     }
 
     void finish(MoveTableSummary& summary) const {
         summary.entries = static_cast<uint64_t>(cursor_.next - storage_.data());
-        summary.total_bytes = total_bytes_;
-        summary.alignment_bits = alignment_bits_ | (several_rows_ != 0 ? multi_row_bits_ : 0);
-        summary.keys_seen[0] = keys_seen_[0];
-        summary.keys_seen[1] = keys_seen_[1];
     }
 
 private:
     Storage& storage_;
+    uint64_t* per_key_;  // the summary's counts: memory either way, indexed by key
     uint64_t input_stride_;
     uint64_t output_stride_;
     uint64_t multi_row_bits_;
     TableCursor cursor_;
-    uint64_t total_bytes_ = 0;
-    uint64_t alignment_bits_ = 0;
-    uint64_t several_rows_ = 0;  // not zero: an entry has several rows, whose strides count too
-    uint64_t keys_seen_[2] = {0, 0};
 };
 
 }  // namespace move_table_detail
@@ -318,7 +345,8 @@ private:
 template <class Storage>
 bool build_move_table(const MovePlan& plan, Storage& storage, MoveTableSummary& summary) {
     summary = MoveTableSummary{};
-    move_table_detail::Writer<Storage> writer(storage, plan.input_row_stride(), plan.output_row_stride());
+    move_table_detail::Writer<Storage> writer(storage, plan.input_row_stride(), plan.output_row_stride(),
+                                              summary.per_key);
     if (!plan.for_each_valid_run(writer)) {
         return false;
     }
@@ -338,48 +366,99 @@ inline std::vector<MoveTableEntry>& move_table_scratch() {
     return scratch;
 }
 
-inline MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const MoveTableSummary& summary,
-                                             uint64_t input_stride, uint64_t output_stride,
-                                             uint32_t threads_per_block, uint64_t max_blocks,
-                                             std::vector<MoveTableEntry>& scratch) {
+namespace move_table_detail {
+
+// Sorts a table that mixes class keys into the order classify_move_table
+// gives its classes: `dominant` first, the other keys of its class after
+// it, then the keys of the other classes in `class_order`, each class by
+// width: a counting sort by the key each entry holds, into memory that
+// `sort_space(count)` gives, which is where the sorted table is then (the
+// pointer returned). When nearly every entry has the dominant key, its
+// entries already in place (at the start) stay there: the few of other
+// keys found there are swapped with entries of the dominant key from
+// beyond (a branch each, rarely taken), only the entries after the
+// dominant key's range go through the sort space, and the sorted table is
+// `entries`.
+template <class SortSpace>
+MoveTableEntry* sort_move_table(MoveTableEntry* entries, const MoveTableSummary& summary, uint32_t dominant,
+                                const uint32_t (&class_order)[move_size_classes], SortSpace& sort_space) {
+    const uint64_t count = summary.entries;
+    const bool in_place = summary.per_key[dominant] >= count - count / 8;
+    const uint64_t head = in_place ? summary.per_key[dominant] : 0;
+    // the dominant key's range: each entry of another key there takes the
+    // place of one of the dominant key after it
+    uint64_t beyond = head;
+    for (uint64_t i = 0; i < head; i++) {
+        if (entry_class_key(entries[i]) != dominant) {
+            while (entry_class_key(entries[beyond]) != dominant) {
+                beyond++;
+            }
+            const MoveTableEntry other = entries[i];
+            entries[i] = entries[beyond];
+            entries[beyond++] = other;
+        }
+    }
+    // the rest, [head, count): a counting sort
+    uint64_t start[move_class_keys] = {};
+    uint64_t next = 0;
+    for (const uint32_t c : class_order) {
+        if (c == class_order[0] && !in_place) {
+            start[dominant] = next;
+            next += summary.per_key[dominant];
+        }
+        for (uint32_t key = c * move_unit_widths; key < (c + 1) * move_unit_widths; key++) {
+            if (key != dominant) {
+                start[key] = next;
+                next += summary.per_key[key];
+            }
+        }
+    }
+    const uint64_t rest = count - head;
+    MoveTableEntry* const sorted = sort_space(static_cast<size_t>(rest));
+    for (uint64_t i = head; i < count; i++) {
+        const MoveTableEntry entry = entries[i];
+        sorted[start[entry_class_key(entry)]++] = entry;
+    }
+    if (!in_place) {
+        return sorted;
+    }
+    std::memcpy(entries + head, sorted, rest * sizeof(MoveTableEntry));
+    return entries;
+}
+
+}  // namespace move_table_detail
+
+template <class SortSpace>
+MoveLaunchClasses classify_move_table_into(MoveTableEntry*& table, const MoveTableSummary& summary,
+                                           uint32_t threads_per_block, uint64_t max_blocks, SortSpace&& sort_space) {
     MoveLaunchClasses launch;
     if (summary.entries == 0) {
         return launch;
     }
-    // entries per size class, sorting the table first when it mixes keys
-    uint64_t per_class[move_size_classes] = {};
-    if (summary.single_key()) {
-        const uint32_t key = summary.keys_seen[0] != 0
-                                 ? static_cast<uint32_t>(__builtin_ctzll(summary.keys_seen[0]))
-                                 : 64 + static_cast<uint32_t>(__builtin_ctzll(summary.keys_seen[1]));
-        per_class[key / move_unit_widths] = summary.entries;
-    } else {
-        // each entry's key computed once, kept for the scatter below
-        thread_local std::vector<uint8_t> keys;
-        keys.resize(summary.entries);
-        uint64_t per_key[move_class_keys] = {};
-        for (uint64_t i = 0; i < summary.entries; i++) {
-            const uint32_t key = move_class_key(entries[i], input_stride, output_stride);
-            keys[i] = static_cast<uint8_t>(key);
-            per_key[key]++;
-        }
-        uint64_t start[move_class_keys];
-        uint64_t next = 0;
-        for (uint32_t key = 0; key < move_class_keys; key++) {
-            start[key] = next;
-            next += per_key[key];
-            per_class[key / move_unit_widths] += per_key[key];
-        }
-        scratch.resize(summary.entries);
-        for (uint64_t i = 0; i < summary.entries; i++) {
-            scratch[start[keys[i]]++] = entries[i];
-        }
-        std::memcpy(entries, scratch.data(), summary.entries * sizeof(MoveTableEntry));
-        if (keys.capacity() > (size_t(1) << 22)) {
-            keys = std::vector<uint8_t>();  // a thread keeps at most 4 MiB of keys between calls
+    // The order of the classes in the table: the one of the most common
+    // key first, so that the entries of that key, which are where the
+    // table starts, mostly stay where they are; then the other classes.
+    // (The kernel finds a block's class by its blocks, in any order.)
+    uint32_t dominant = 0;
+    for (uint32_t key = 1; key < move_class_keys; key++) {
+        dominant = summary.per_key[key] > summary.per_key[dominant] ? key : dominant;
+    }
+    const uint32_t dominant_class = dominant / move_unit_widths;
+    uint32_t class_order[move_size_classes];
+    class_order[0] = dominant_class;
+    for (uint32_t c = 0, next = 1; c < move_size_classes; c++) {
+        if (c != dominant_class) {
+            class_order[next++] = c;
         }
     }
-
+    uint64_t per_class[move_size_classes] = {};
+    for (uint32_t key = 0; key < move_class_keys; key++) {
+        per_class[key / move_unit_widths] += summary.per_key[key];
+    }
+    const uint64_t dominant_count = summary.per_key[dominant];
+    if (dominant_count != summary.entries) {
+        table = move_table_detail::sort_move_table(table, summary, dominant, class_order, sort_space);
+    }
     // blocks per class: one step of work per team, all classes scaled down
     // together when they would exceed max_blocks
     uint64_t blocks[move_size_classes] = {};
@@ -397,7 +476,7 @@ inline MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const Move
     }
     uint64_t first_entry = 0;
     uint64_t first_block = 0;
-    for (uint32_t c = 0; c < move_size_classes; c++) {
+    for (const uint32_t c : class_order) {
         if (per_class[c] == 0) {
             continue;
         }
@@ -412,6 +491,24 @@ inline MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const Move
     }
     launch.ranges[launch.count] = {first_entry, static_cast<uint32_t>(first_block), move_size_classes};
     launch.blocks = static_cast<uint32_t>(first_block);
+    return launch;
+}
+
+inline MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const MoveTableSummary& summary,
+                                             uint64_t input_stride, uint64_t output_stride,
+                                             uint32_t threads_per_block, uint64_t max_blocks,
+                                             std::vector<MoveTableEntry>& scratch) {
+    (void)input_stride;
+    (void)output_stride;
+    MoveTableEntry* table = entries;
+    const MoveLaunchClasses launch =
+        classify_move_table_into(table, summary, threads_per_block, max_blocks, [&](size_t count) {
+            scratch.resize(count);
+            return scratch.data();
+        });
+    if (table != entries) {
+        std::memcpy(entries, table, summary.entries * sizeof(MoveTableEntry));
+    }
     return launch;
 }
 

@@ -6,8 +6,9 @@
 // between threads: each output byte has one writer, and no thread reads
 // what another one computed).
 //
-// Work split. The table is sorted by size class (move_data_table.hpp) and
-// each class has its own range of blocks. In class c, teams of
+// Work split. The table is grouped by size class, each class one range of
+// entries, in any order (move_data_table.hpp), and each class has its own
+// range of blocks. In class c, teams of
 // 2^min(c, 5) consecutive threads (within one warp) take steps of work: a
 // step is 4 entries of <= 32 units, 2 entries of <= 64 units, or one piece
 // of <= 128 units of a larger entry. A thread of a step:

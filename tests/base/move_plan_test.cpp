@@ -215,9 +215,9 @@ TEST(MovePlan, ValidationMessages) {
 // for_each_valid_run reads each movement once: a visitor that writes into
 // the movements (a table built in the same memory) can not turn a checked
 // movement into an unchecked one. Here the first run visited overwrites a
-// later movement, of the same block of the check or of a later one, with a
-// movement out of range: every run visited stays inside both arrays, and
-// the pass either used the value it checked or stops at the new one.
+// later movement with a movement out of range: every run visited stays
+// inside both arrays, and the pass, which reads each movement when it comes
+// to it, stops at the new value.
 TEST(MovePlan, ValidRunsAreMadeOfTheValuesChecked) {
     for (size_t changed : {size_t(5), size_t(100), size_t(127), size_t(128), size_t(300), size_t(999)}) {
         SCOPED_TRACE(::testing::Message() << "movement " << changed << " changed by the visitor");
@@ -236,7 +236,8 @@ TEST(MovePlan, ValidRunsAreMadeOfTheValuesChecked) {
                        run.output_offset + run.bytes * run.rows > scattered.output_bytes();
         });
         EXPECT_FALSE(outside);
-        // the change is seen when its block is read after the visit
-        EXPECT_EQ(valid, changed < 128) << visits << " runs visited";
+        // the change is made before the pass reads that movement
+        EXPECT_FALSE(valid) << visits << " runs visited";
+        EXPECT_EQ(visits, changed - 1) << "the runs of the movements before it (the last one still open)";
     }
 }

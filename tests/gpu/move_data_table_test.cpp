@@ -110,8 +110,8 @@ Built build(const MovePlan& plan) {
 }
 
 /// The table after classify_move_table: each class a contiguous range of
-/// entries of that class, in increasing class order, with its own blocks,
-/// and as many entries as before.
+/// entries of that class (each class once), with its own blocks, each key
+/// (width) one contiguous range within it, and as many entries as before.
 void check_classes(const std::vector<MoveTableEntry>& table, const MoveLaunchClasses& classes,
                    const MovePlan& plan) {
     if (table.empty()) {
@@ -122,18 +122,26 @@ void check_classes(const std::vector<MoveTableEntry>& table, const MoveLaunchCla
     EXPECT_EQ(classes.ranges[0].first_entry, 0u);
     EXPECT_EQ(classes.ranges[classes.count].first_entry, table.size());
     EXPECT_EQ(classes.ranges[classes.count].first_block, classes.blocks);
+    std::vector<bool> class_seen(move_size_classes, false);
+    std::vector<bool> key_done(move_class_keys, false);
     for (uint32_t k = 0; k < classes.count; k++) {
         const auto& range = classes.ranges[k];
         EXPECT_LT(range.first_block, classes.ranges[k + 1].first_block) << "every class has a block";
-        if (k > 0) {
-            EXPECT_LT(classes.ranges[k - 1].size_class, range.size_class);
-        }
-        uint32_t previous_key = 0;
+        ASSERT_LT(range.size_class, move_size_classes);
+        EXPECT_FALSE(class_seen[range.size_class]) << "class " << range.size_class << " in two ranges";
+        class_seen[range.size_class] = true;
+        uint32_t previous_key = move_class_keys;
         for (uint64_t i = range.first_entry; i < classes.ranges[k + 1].first_entry; i++) {
             const uint32_t key = move_class_key(table[i], plan.input_row_stride(), plan.output_row_stride());
+            EXPECT_EQ(key, entry_class_key(table[i])) << "entry " << i << " holds its key";
             EXPECT_EQ(key / move_unit_widths, range.size_class) << "entry " << i;
-            EXPECT_LE(previous_key, key) << "sorted by width within a class";
-            previous_key = key;
+            if (key != previous_key) {
+                EXPECT_FALSE(key_done[key]) << "entry " << i << ": key " << key << " in two places";
+                if (previous_key != move_class_keys) {
+                    key_done[previous_key] = true;
+                }
+                previous_key = key;
+            }
         }
     }
 }
@@ -251,8 +259,6 @@ TEST(GpuMoveTable, OneEntryPerRunUntilRunsAreLarge) {
     plan.for_each_run([&](const MoveRun&) { runs++; });
     const Built built = build(plan);
     EXPECT_EQ(built.summary.entries, runs);
-    EXPECT_EQ(built.summary.total_bytes, 1000u * 64);
-    EXPECT_EQ(widest_unit_for(built.summary.alignment_bits), 16u);
     EXPECT_TRUE(built.summary.single_key());
     EXPECT_EQ(move_class_key(built.table[0], 256, 256), 2 * move_unit_widths + 4)
         << "64-byte rows of 16-byte units: class 2, teams of 4";
@@ -381,11 +387,10 @@ std::vector<mts_data_movement_t> runs_of_samples(std::mt19937_64& rng, uintptr_t
 
 }  // namespace
 
-// build_move_table screens the movements a block at a time and checks a
-// flagged block movement by movement: on long lists, a bad movement anywhere
-// (first block, either side of a block boundary, the end) must stop it
-// after exactly the runs before the bad movement's, and a good list must
-// give the very runs of the unchecked pass.
+// build_move_table checks each movement as it comes to it: on long lists, a
+// bad movement anywhere (the start, the middle, the end) must stop it after
+// exactly the runs before the bad movement's, and a good list must give the
+// very runs of the unchecked pass.
 TEST(GpuMoveTable, LongListsStopAtTheFirstBadMovement) {
     std::mt19937_64 rng(17);
     const uintptr_t samples = 500, properties = 24;
@@ -432,8 +437,8 @@ TEST(GpuMoveTable, LongListsStopAtTheFirstBadMovement) {
     }
 }
 
-// The quick screen flags fields of 2^62 and more even when they are in
-// range: such a block takes the exact check, and visits the same runs.
+// Fields of 2^62 and more that are in range pass the check and give the
+// same runs as the unchecked pass; one past the end is still refused.
 // (Their offsets are past what a table entry holds: the GPU backends refuse
 // such arrays before they build the table.)
 TEST(GpuMoveTable, HugeButValidFieldsTakeTheExactCheck) {
@@ -466,8 +471,8 @@ TEST(GpuMoveTable, HugeButValidFieldsTakeTheExactCheck) {
 }
 
 // Long random plans: the table against the runs of the unchecked pass, and
-// the summary against sums over those runs, with a storage that starts
-// small and grows.
+// the key counts of the summary against the keys of the entries, with a
+// storage that starts small and grows.
 TEST(GpuMoveTable, LongPlansGiveTheRunsAndTheirSummary) {
     std::mt19937_64 rng(23);
     for (int round = 0; round < 30; round++) {
@@ -481,23 +486,20 @@ TEST(GpuMoveTable, LongPlansGiveTheRunsAndTheirSummary) {
         ASSERT_TRUE(build_move_table(plan, storage, summary));
         const auto runs = runs_of(plan);
         ASSERT_EQ(summary.entries, runs.size()) << "round " << round;  // runs are below 16 KiB here
-        uint64_t total = 0, bits = 0;
-        bool several_rows = false;
+        uint64_t per_key[move_class_keys] = {};
         for (size_t i = 0; i < runs.size(); i++) {
             const auto& entry = storage.data()[i];
             ASSERT_EQ(entry_input_offset(entry), runs[i].input_offset);
             ASSERT_EQ(entry_output_offset(entry), runs[i].output_offset);
             ASSERT_EQ(entry_row_bytes(entry), runs[i].bytes);
             ASSERT_EQ(entry_rows(entry), runs[i].rows);
-            total += runs[i].bytes * runs[i].rows;
-            bits |= runs[i].input_offset | runs[i].output_offset | runs[i].bytes;
-            several_rows |= runs[i].rows > 1;
+            const uint32_t key = move_class_key(entry, plan.input_row_stride(), plan.output_row_stride());
+            ASSERT_EQ(entry_class_key(entry), key);
+            per_key[key]++;
         }
-        if (several_rows) {
-            bits |= plan.input_row_stride() | plan.output_row_stride();
+        for (uint32_t key = 0; key < move_class_keys; key++) {
+            EXPECT_EQ(summary.per_key[key], per_key[key]) << "key " << key;
         }
-        EXPECT_EQ(summary.total_bytes, total);
-        EXPECT_EQ(summary.alignment_bits, bits);
     }
 }
 
@@ -532,7 +534,7 @@ TEST(GpuMoveTable, MixedLengthsAreSortedIntoClassesWithTheirOwnBlocks) {
                                                           scratch);
     check_classes(built.table, classes, plan);
     EXPECT_EQ(classes.count, 2u) << "64- and 40-byte runs of 8-byte units (class 3), 16 KiB runs (class 10)";
-    EXPECT_EQ(classes.ranges[0].size_class, 3u);
+    EXPECT_EQ(classes.ranges[0].size_class, 3u) << "the class of the most common key first";
     EXPECT_EQ(classes.ranges[classes.count - 1].size_class, 10u);
     check_plan(layout, movements, rng);
     check_plan(layout, movements, rng, 8, 4);  // misaligned bases: narrower steps
@@ -554,4 +556,51 @@ TEST(GpuMoveTable, ABlockCapScalesEveryClassDownAndKeepsOneBlockEach) {
     check_classes(built.table, capped, plan);
     std::mt19937_64 rng(5);
     check_plan(layout, movements, rng);
+}
+
+// The class sort writes into the space it is given and the table moves
+// there when most entries change places; when nearly all entries share a
+// key, they stay where they are and the table does not move. Either way
+// the sorted table holds the same entries, grouped by class and key.
+TEST(GpuMoveTable, TheSortMovesTheTableOnlyWhenMostEntriesMove) {
+    auto sorted_entries = [](const MoveTableEntry* table, size_t count) {
+        std::vector<std::pair<uint64_t, uint64_t>> entries;
+        for (size_t i = 0; i < count; i++) {
+            entries.emplace_back(table[i].input, table[i].output);
+        }
+        std::sort(entries.begin(), entries.end());
+        return entries;
+    };
+    for (const uintptr_t minority_every : {uintptr_t(2), uintptr_t(97)}) {
+        SCOPED_TRACE(::testing::Message() << "one movement in " << minority_every << " of another key");
+        const Layout layout = {{5000, 64}, {5000, 64}, 4};
+        std::vector<mts_data_movement_t> movements;
+        for (uintptr_t i = 0; i < 5000; i++) {
+            // scattered outputs, so that no two movements make one run
+            movements.push_back({i, (i * 7919) % 5000, 0, 0, i % minority_every == 1 ? 1u : 64u});
+        }
+        const MovePlan plan(layout.output_shape, layout.input_shape, 4, movements.data(), movements.size());
+        const Built built = build(plan);
+        ASSERT_FALSE(built.summary.single_key());
+        std::vector<MoveTableEntry> table = built.table;
+        std::vector<MoveTableEntry> space;
+        MoveTableEntry* sorted = table.data();
+        const MoveLaunchClasses classes =
+            classify_move_table_into(sorted, built.summary, threads_per_block, max_blocks, [&](size_t count) {
+                space.resize(count);
+                return space.data();
+            });
+        if (minority_every == 2) {
+            EXPECT_EQ(sorted, space.data()) << "half the entries move: the table is the sort's";
+        } else {
+            EXPECT_EQ(sorted, table.data()) << "the common key stays in place";
+            EXPECT_LT(space.size(), table.size() / 8) << "only the other entries go through the space";
+        }
+        const std::vector<MoveTableEntry> result(sorted, sorted + built.summary.entries);
+        check_classes(result, classes, plan);
+        EXPECT_EQ(sorted_entries(result.data(), result.size()),
+                  sorted_entries(built.table.data(), built.table.size()));
+        std::mt19937_64 rng(minority_every);
+        check_plan(layout, movements, rng);
+    }
 }
