@@ -73,6 +73,27 @@ public:
         wake_.notify_one();
     }
 
+    /// Whether no work is running and none queued could run now: only
+    /// work waiting for a capture still under way is left (a snapshot:
+    /// another thread may queue work right after). Tests wait for it, with
+    /// the device idle, before counting what is still allocated.
+    bool settled() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!events_.empty() || !soon_.empty() || running_ != 0) {
+            return false;
+        }
+        for (const auto& item : captures_) {
+            try {
+                if (!item.is_capturing()) {
+                    return false;
+                }
+            } catch (...) {
+                return false;  // run() does such work at once
+            }
+        }
+        return true;
+    }
+
 private:
     struct EventWork {
         int device;
@@ -110,14 +131,17 @@ private:
             if (!soon_.empty()) {
                 auto work = std::move(soon_.front());
                 soon_.pop_front();
+                running_++;
                 lock.unlock();
                 run_reporting(work);
                 lock.lock();
+                running_--;
                 continue;
             }
             if (!events_.empty()) {
                 auto item = std::move(events_.front());
                 events_.pop_front();
+                running_++;
                 lock.unlock();
                 // blocks this thread only, never a caller of mtsarray
                 bool done = false;
@@ -138,11 +162,13 @@ private:
                     lock.lock();
                     events_.push_back(std::move(item));
                 }
+                running_--;
                 continue;
             }
             // only captures left: poll them, then sleep a little
             std::deque<CaptureWork> waiting = std::move(captures_);
             captures_.clear();
+            running_++;
             lock.unlock();
             std::deque<CaptureWork> still_capturing;
             for (auto& item : waiting) {
@@ -158,19 +184,23 @@ private:
                     run_reporting(item.work);
                 }
             }
-            if (!still_capturing.empty()) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            }
             lock.lock();
             for (auto& item : still_capturing) {
                 captures_.push_back(std::move(item));
             }
+            running_--;
+            if (!still_capturing.empty()) {
+                lock.unlock();
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                lock.lock();
+            }
         }
     }
 
-    std::mutex mutex_;
+    mutable std::mutex mutex_;
     std::condition_variable wake_;
     bool started_ = false;
+    unsigned running_ = 0;  // work taken from the queues and not finished
     std::deque<EventWork> events_;
     std::deque<std::function<void()>> soon_;
     std::deque<CaptureWork> captures_;

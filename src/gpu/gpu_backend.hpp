@@ -584,6 +584,12 @@ public:
                              "captured.");
     }
 
+    /// Whether the deferred-work thread runs nothing and has nothing it
+    /// could run now (DeferredWork::settled): with the device idle too,
+    /// every release the program asked for has happened, but those waiting
+    /// for a capture to end.
+    bool deferred_work_settled() const { return deferred_.settled(); }
+
 private:
     using EventLease = typename EventPool<Runtime>::Lease;
 

@@ -647,6 +647,14 @@ std::vector<std::string> capture_invalidations() {
     return simulator().invalidations;
 }
 
+// Whether the deferred work of the process's GpuBackend<SimulatedRuntime>
+// has settled (GpuBackend::deferred_work_settled).
+bool deferred_work_settled() {
+    const auto& backend =
+        static_cast<const mtsarray::detail::gpu::GpuBackend<SimulatedRuntime>&>(simulated_backend());
+    return backend.deferred_work_settled();
+}
+
 void drain() {
     Simulator& state = simulator();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -665,11 +673,17 @@ void drain() {
                             " is still busy after 30 s (a gate left closed?)");
             }
         }
-        // mtsarray's deferred work runs on its own thread: let it settle
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        if (state.activity.load() == before) {
+        // mtsarray's deferred work runs on its own thread: done when it has
+        // nothing left it could run (work waiting for a capture to end
+        // stays) and nothing new reached the device meanwhile (what it ran
+        // may have queued frees)
+        if (deferred_work_settled() && state.activity.load() == before) {
             return;
         }
+        if (std::chrono::steady_clock::now() > deadline) {
+            throw Error("simulated GPU: mtsarray's deferred work is still busy after 30 s");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
 }
 

@@ -183,8 +183,9 @@ std::vector<std::string> violations();
 void clear_violations();
 /// Why captures were invalidated, in words.
 std::vector<std::string> capture_invalidations();
-/// Waits until every stream is idle and stays so (the deferred releases of
-/// mtsarray ran); not a host wait.
+/// Waits until every stream is idle and mtsarray's deferred-work thread has
+/// nothing it could run (the releases it was asked for ran, but those
+/// waiting for a capture to end); not a host wait.
 void drain();
 /// Bytes of device memory allocated and not freed.
 size_t allocated_bytes();
