@@ -645,10 +645,10 @@ namespace {
 [[gnu::noinline]] void move_many(void* output, const void* input, const MovePlan& caller_plan) {
     const size_t count = caller_plan.movements_count();
     if (count <= few_movements) {
-        // A handful of movements (one movement is a common call): each one
-        // read once into a local copy and checked exactly, then a memcpy per
-        // row, without the passes and the set-up that pay off on longer
-        // lists.
+        // A handful of movements (none, or two to four: one has move_one()):
+        // each one read once into a local copy and checked exactly, then a
+        // memcpy per row, without the passes and the set-up that pay off on
+        // longer lists.
         mts_data_movement_t few[few_movements];
         bool valid = true;
         for (size_t i = 0; i < count; i++) {
