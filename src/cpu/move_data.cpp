@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
@@ -16,6 +17,7 @@
 #include "cpu/move_data_rows.hpp"
 #include "cpu/move_scan.hpp"
 #include "cpu/threads/parallel_split.hpp"
+#include "cpu/threads/thread_count.hpp"
 
 namespace mtsarray::detail::cpu {
 
@@ -115,6 +117,72 @@ constexpr size_t few_movements = 4;
 // finds) costs more than the few memcpy calls merging could save (the
 // "moves=10 ... scattered" row of mtsarray-bench's full sweep).
 constexpr size_t short_list_movements = 16;
+
+// The error of a one-movement call whose movement is out of range: the
+// value that was read and checked, named by validate() (out of line, so
+// that the movement stays in registers on the way of valid calls).
+[[noreturn, gnu::noinline, gnu::cold]] void reject_movement(const MovePlan& plan, uint64_t sample_in,
+                                                          uint64_t sample_out, uint64_t properties_start_in,
+                                                          uint64_t properties_start_out,
+                                                          uint64_t properties_length) {
+    const mts_data_movement_t movement = {sample_in, sample_out, properties_start_in, properties_start_out,
+                                          properties_length};
+    (void)plan.with_movements(&movement).validate();  // throws the error naming it
+    throw Error("move_data: movement 0 is out of range");  // not reached: validate() throws
+}
+
+// The end of move_one() past its fast case: the thread count asked first
+// (like every host operation: a bad one is an error), then the rows of the
+// movement, as one block when they are whole rows on both sides.
+[[gnu::noinline]] void copy_one(unsigned char* destination, const unsigned char* source, uint64_t bytes,
+                                const MovePlan& plan) {
+    (void)threads_for(0);
+    fault_injection::check("move_data");
+    const uint64_t rows = plan.components();
+    if (bytes == 0 || rows == 0) {
+        return;
+    }
+    if (rows == 1 || (bytes == plan.input_row_stride() && bytes == plan.output_row_stride())) {
+        std::memcpy(destination, source, bytes * rows);
+        return;
+    }
+    copy_rows(destination, source, bytes, rows, plan.output_row_stride(), plan.input_row_stride());
+}
+
+// move_data() of one movement (a common call): read once into registers,
+// checked there, and copied from the same registers; no copy of it is
+// stored, nothing is set up. Out of line: move_data() jumps here before it
+// sets up the large frame of its other paths; and what the common case (one
+// row, the thread count known) does not need is out of line too
+// (copy_one()), so that this one needs no frame of its own either.
+[[gnu::noinline]] void move_one(void* output, const void* input, const MovePlan& plan) {
+    // field by field: read as one aggregate, the movement would be stored
+    // on the stack and loaded again from there
+    const mts_data_movement_t& listed = plan.movement(0);
+    const uint64_t sample_in = listed.sample_in;
+    const uint64_t sample_out = listed.sample_out;
+    const uint64_t properties_start_in = listed.properties_start_in;
+    const uint64_t properties_start_out = listed.properties_start_out;
+    const uint64_t properties_length = listed.properties_length;
+    // the movement may change from here on, as far as the compiler knows:
+    // it may not load a field again for the check or the copy (the list may
+    // be the output's own memory, or be edited by another thread)
+    asm volatile("" ::: "memory");
+    const mts_data_movement_t movement = {sample_in, sample_out, properties_start_in, properties_start_out,
+                                          properties_length};
+    if (!plan.in_range(movement)) {
+        reject_movement(plan, sample_in, sample_out, properties_start_in, properties_start_out, properties_length);
+    }
+    const MoveRun run = plan.run_of(movement);
+    unsigned char* const destination = static_cast<unsigned char*>(output) + run.output_offset;
+    const unsigned char* const source = static_cast<const unsigned char*>(input) + run.input_offset;
+    if (run.rows == 1 && run.bytes != 0 && thread_count_decided()) {
+        fault_injection::check("move_data");
+        std::memcpy(destination, source, run.bytes);  // no component axis: one row
+        return;
+    }
+    copy_one(destination, source, run.bytes, plan);
+}
 
 void copy_few_movements(const Arrays& arrays, const MovePlan& plan, const mts_data_movement_t* movements,
                         size_t count) {
@@ -571,13 +639,16 @@ MoveDataSplit choose_split(const MovePlan& plan, const MoveSummary& summary, siz
     return split_for(plan.movements_count(), threads, [&] { return outputs_disjoint(plan, summary); });
 }
 
-void move_data(void* output, const void* input, const MovePlan& caller_plan) {
+namespace {
+
+// move_data() of any other count (out of line, like move_one()).
+[[gnu::noinline]] void move_many(void* output, const void* input, const MovePlan& caller_plan) {
     const size_t count = caller_plan.movements_count();
     if (count <= few_movements) {
-        // A handful of movements (one movement is a common call): each one
-        // read once into a local copy and checked exactly, then a memcpy per
-        // row, without the passes and the set-up that pay off on longer
-        // lists.
+        // A handful of movements (none, or two to four: one has move_one()):
+        // each one read once into a local copy and checked exactly, then a
+        // memcpy per row, without the passes and the set-up that pay off on
+        // longer lists.
         mts_data_movement_t few[few_movements];
         bool valid = true;
         for (size_t i = 0; i < count; i++) {
@@ -621,6 +692,17 @@ void move_data(void* output, const void* input, const MovePlan& caller_plan) {
     case MoveDataSplit::movement_blocks: return copy_in_movement_blocks(arrays, plan, threads, merge);
     case MoveDataSplit::byte_pieces: return copy_in_byte_pieces(arrays, plan, threads);
     }
+}
+
+}  // namespace
+
+// One movement, the most common short call, goes its own way before
+// anything else is set up.
+void move_data(void* output, const void* input, const MovePlan& plan) {
+    if (plan.movements_count() == 1) {
+        return move_one(output, input, plan);
+    }
+    return move_many(output, input, plan);
 }
 
 MoveSummary check_into(const MovePlan& plan, mts_data_movement_t* copy) {

@@ -10,15 +10,15 @@
 namespace mtsarray::detail::cpu {
 
 /// move_data on host memory: reads every movement of `plan` once, into a
-/// copy of its own, checking it (throwing validate()'s error before
-/// anything is written), then works from that copy only; asks how many threads
-/// the copy may use, then copies the runs of `plan` from `input` to
-/// `output` (each array's first element). The bytes written are those of
-/// the serial copy, whatever the thread count: the copy is split only when
-/// no two movements write the same output sample (the CPU's rule that the
-/// last of such movements wins then holds trivially); otherwise it runs on
-/// the calling thread. One function for the whole call: small calls are
-/// mostly this fixed cost.
+/// copy of its own (registers, for one movement), checking it (throwing
+/// validate()'s error before anything is written), then works from that
+/// copy only; asks how many threads the copy may use, then copies the runs
+/// of `plan` from `input` to `output` (each array's first element). The
+/// bytes written are those of the serial copy, whatever the thread count:
+/// the copy is split only when no two movements write the same output
+/// sample (the CPU's rule that the last of such movements wins then holds
+/// trivially); otherwise it runs on the calling thread. Small calls are
+/// mostly its fixed cost: one movement takes a short path of its own.
 void move_data(void* output, const void* input, const MovePlan& plan);
 
 /// How move_data() splits a plan (exposed for the tests).

@@ -216,33 +216,42 @@ TEST_F(FaultInjection, Copy) {
 }
 
 TEST_F(FaultInjection, MoveDataBetweenArrays) {
-    auto input = cpu_array({4, 2, 3}, 100.5);
-    auto output = cpu_array({3, 2, 5}, -50.5);
-    const auto input_before = read_bytes(input);
-    const auto output_before = read_bytes(output);
-    const std::vector<mts_data_movement_t> movements = {{0, 1, 0, 2, 3}, {3, 0, 1, 0, 2}, {2, 2, 0, 3, 2}};
-    const auto& out = output.get();
-    EXPECT_GT(sweep([&] { return out.move_data(out.ptr, input.get().ptr, movements.data(), movements.size()); },
-                    [&] {
-                        EXPECT_EQ(read_bytes(output), output_before) << "output written on error";
-                        EXPECT_EQ(read_bytes(input), input_before);
-                    },
-                    [&] {
-                        EXPECT_EQ(read_bytes(input), input_before);
-                        // naive reference
-                        auto expected = from_bytes<double>(output_before);
-                        const auto in = from_bytes<double>(input_before);
-                        for (const auto& m : movements) {
-                            for (size_t c = 0; c < 2; c++) {
-                                for (size_t x = 0; x < m.properties_length; x++) {
-                                    expected[(m.sample_out * 2 + c) * 5 + m.properties_start_out + x] =
-                                        in[(m.sample_in * 2 + c) * 3 + m.properties_start_in + x];
-                                }
-                            }
-                        }
-                        EXPECT_EQ(from_bytes<double>(read_bytes(output)), expected);
-                    }),
-              0);
+    // three movements, and one (a path of its own), with a component axis
+    // of 2 or none
+    const std::vector<mts_data_movement_t> all = {{0, 1, 0, 2, 3}, {3, 0, 1, 0, 2}, {2, 2, 0, 3, 2}};
+    for (const size_t components : {size_t(2), size_t(1)}) {
+        for (const size_t count : {all.size(), size_t(1)}) {
+            SCOPED_TRACE(::testing::Message() << count << " movements, " << components << " components");
+            const std::vector<mts_data_movement_t> movements(all.begin(), all.begin() + count);
+            auto input = components == 1 ? cpu_array({4, 3}, 100.5) : cpu_array({4, components, 3}, 100.5);
+            auto output = components == 1 ? cpu_array({3, 5}, -50.5) : cpu_array({3, components, 5}, -50.5);
+            const auto input_before = read_bytes(input);
+            const auto output_before = read_bytes(output);
+            const auto& out = output.get();
+            EXPECT_GT(
+                sweep([&] { return out.move_data(out.ptr, input.get().ptr, movements.data(), movements.size()); },
+                      [&] {
+                          EXPECT_EQ(read_bytes(output), output_before) << "output written on error";
+                          EXPECT_EQ(read_bytes(input), input_before);
+                      },
+                      [&] {
+                          EXPECT_EQ(read_bytes(input), input_before);
+                          // naive reference
+                          auto expected = from_bytes<double>(output_before);
+                          const auto in = from_bytes<double>(input_before);
+                          for (const auto& m : movements) {
+                              for (size_t c = 0; c < components; c++) {
+                                  for (size_t x = 0; x < m.properties_length; x++) {
+                                      expected[(m.sample_out * components + c) * 5 + m.properties_start_out + x] =
+                                          in[(m.sample_in * components + c) * 3 + m.properties_start_in + x];
+                                  }
+                              }
+                          }
+                          EXPECT_EQ(from_bytes<double>(read_bytes(output)), expected);
+                      }),
+                0);
+        }
+    }
 }
 
 TEST_F(FaultInjection, MoveDataInPlaceSnapshot) {

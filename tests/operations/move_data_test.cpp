@@ -631,6 +631,39 @@ TEST(MoveDataMovements, ListInTheOutputIsReadBeforeTheCopy) {
     ASSERT_EQ(mtsarray_set_num_threads(threads_before), MTS_SUCCESS);
 }
 
+// One movement (a path of its own) that lies in the output, in the first
+// of the rows it writes: its first row overwrites it with another valid
+// movement, and the second row must still be copied as listed at the start.
+// Rows of 5 of the 6 properties of the output: copied row by row.
+TEST(MoveDataMovements, OneMovementInTheOutputIsReadBeforeTheCopy) {
+    constexpr size_t fields = 5;
+    const DLDataType uint64 = make_dtype(kDLUInt, 64);
+    constexpr size_t samples = 4;
+    constexpr size_t components = 2;
+    constexpr size_t properties = 6;
+    // input [2, 2, 5]: sample 1, component 0 is a movement into output sample 0
+    const std::vector<uint64_t> input_values = {
+        7, 7, 7, 7, 7,  //
+        8, 8, 8, 8, 8,  //
+        0, 0, 0, 0, fields,  //
+        9, 9, 9, 9, 9,  //
+    };
+    auto input = mtsarray::Array::wrap(const_cast<uint64_t*>(input_values.data()), DLDevice{kDLCPU, 0}, uint64,
+                                       {2, components, fields});
+    std::vector<uint64_t> memory(samples * components * properties, 0);
+    const size_t sample = 2;
+    auto* movement = reinterpret_cast<mts_data_movement_t*>(memory.data() + sample * components * properties);
+    *movement = {1, sample, 0, 0, fields};
+    auto output =
+        mtsarray::Array::wrap(memory.data(), DLDevice{kDLCPU, 0}, uint64, {samples, components, properties});
+    const auto& raw = output.get();
+    ASSERT_EQ(raw.move_data(raw.ptr, input.get().ptr, movement, 1), MTS_SUCCESS) << last_error();
+    std::vector<uint64_t> expected(samples * components * properties, 0);
+    std::copy(input_values.begin() + 10, input_values.begin() + 15, expected.begin() + 24);  // sample 2, component 0
+    std::copy(input_values.begin() + 15, input_values.end(), expected.begin() + 30);         // component 1
+    EXPECT_EQ(memory, expected);
+}
+
 // The same from another thread: a list edited while move_data runs. Each
 // movement is either the valid one or one out of range; whatever the
 // timing, the call either succeeds having written only inside the output,

@@ -33,6 +33,12 @@ inline size_t thread_count() {
     return count > 0 ? static_cast<size_t>(count) : decide_thread_count();
 }
 
+/// Whether the thread count is known: thread_count() then neither throws
+/// nor decides anything (one atomic load).
+inline bool thread_count_decided() noexcept {
+    return decided_thread_count.load(std::memory_order_acquire) > 0;
+}
+
 /// Uses `count` threads from now on (operations already running keep the
 /// count they started with). Throws Error unless 1 <= count <=
 /// max_thread_count. Thread-safe.
