@@ -387,15 +387,29 @@ MoveTableEntry* sort_move_table(MoveTableEntry* entries, const MoveTableSummary&
     const uint64_t head = in_place ? summary.per_key[dominant] : 0;
     // the dominant key's range: each entry of another key there takes the
     // place of one of the dominant key after it
+    // (screened a block at a time: one branch per block, not per entry)
     uint64_t beyond = head;
-    for (uint64_t i = 0; i < head; i++) {
-        if (entry_class_key(entries[i]) != dominant) {
-            while (entry_class_key(entries[beyond]) != dominant) {
-                beyond++;
+    const uint64_t dominant_bits = uint64_t(dominant) << move_key_shift;
+    const uint64_t key_bits = uint64_t(0xff) << move_key_shift;
+    constexpr uint64_t screened_block = 16;
+    for (uint64_t first = 0; first < head; first += screened_block) {
+        const uint64_t last = head - first < screened_block ? head : first + screened_block;
+        uint64_t differ = 0;
+        for (uint64_t i = first; i < last; i++) {
+            differ |= entries[i].input ^ dominant_bits;
+        }
+        if ((differ & key_bits) == 0) {
+            continue;
+        }
+        for (uint64_t i = first; i < last; i++) {
+            if (entry_class_key(entries[i]) != dominant) {
+                while (entry_class_key(entries[beyond]) != dominant) {
+                    beyond++;
+                }
+                const MoveTableEntry other = entries[i];
+                entries[i] = entries[beyond];
+                entries[beyond++] = other;
             }
-            const MoveTableEntry other = entries[i];
-            entries[i] = entries[beyond];
-            entries[beyond++] = other;
         }
     }
     // the rest, [head, count): a counting sort
