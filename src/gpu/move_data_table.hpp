@@ -241,7 +241,9 @@ struct TableCursor {
 
 // Out of the hot path, and out of line so that the hot path stays small
 // enough to inline into the loop over the movements: a run of more than
-// max_entry_bytes, or a full table. Takes and returns the cursor by value,
+// max_entry_bytes, cut into entries. It leaves room for `room` entries
+// more (the runs that may come after it, one entry each on the hot path,
+// which then never checks for room). Takes and returns the cursor by value,
 // so that the writer's address never escapes and its fields can live in
 // registers, and the run as four values (a MoveRun argument would be
 // written to the stack for every run, before the test that picks this
@@ -249,7 +251,7 @@ struct TableCursor {
 template <class Storage>
 [[gnu::noinline, gnu::cold]] TableCursor add_slowly(Storage& storage, TableCursor cursor, uint64_t input_offset,
                                                    uint64_t output_offset, uint64_t run_bytes, uint64_t run_rows,
-                                                   uint64_t input_stride, uint64_t output_stride) {
+                                                   uint64_t input_stride, uint64_t output_stride, size_t room) {
     const MoveRun run = {input_offset, output_offset, run_bytes, run_rows};
     auto add = [&](uint64_t input_offset, uint64_t output_offset, uint64_t row_bytes, uint64_t rows) {
         if (cursor.next == cursor.limit) {
@@ -278,6 +280,11 @@ template <class Storage>
             }
         }
     }
+    if (static_cast<size_t>(cursor.limit - cursor.next) < room) {
+        const size_t size = static_cast<size_t>(cursor.next - storage.data());
+        storage.grow(size + room);
+        cursor = {storage.data() + size, storage.data() + storage.capacity()};
+    }
     return cursor;
 }
 
@@ -300,17 +307,23 @@ template <class Storage>
 // the cursor by value), so that they all live in registers; the caller's
 // summary is written once, at the end: a store into the table could
 // otherwise alias the summary and cost a reload and a store of each field
-// per run.
+// per run. The table has room for one entry per run (`runs`, at most one
+// per movement) from the start, and after each run cut in several entries:
+// a run of at most max_entry_bytes is written with no check for room.
 template <class Storage> class Writer {
 public:
-    Writer(Storage& storage, uint64_t input_stride, uint64_t output_stride, uint64_t* per_key)
+    Writer(Storage& storage, uint64_t input_stride, uint64_t output_stride, uint64_t* per_key, size_t runs)
         : storage_(storage), per_key_(per_key), input_stride_(input_stride), output_stride_(output_stride),
-          multi_row_bits_(input_stride | output_stride),
-          cursor_{storage.data(), storage.data() + storage.capacity()} {}
+          multi_row_bits_(input_stride | output_stride), runs_(runs) {
+        if (storage.capacity() < runs) {
+            storage.grow(runs);
+        }
+        cursor_ = {storage.data(), storage.data() + storage.capacity()};
+    }
 
     [[gnu::always_inline]] void operator()(const MoveRun& run) {
         const uint64_t bytes = run.bytes * run.rows;
-        if (bytes <= max_entry_bytes && cursor_.next != cursor_.limit) {
+        if (bytes <= max_entry_bytes) {
             const uint32_t key =
                 class_key_of(run.input_offset, run.output_offset, run.bytes, run.rows, bytes, multi_row_bits_);
             per_key_[key]++;
@@ -318,7 +331,7 @@ public:
         } else {
             const size_t first = static_cast<size_t>(cursor_.next - storage_.data());
             cursor_ = add_slowly(storage_, cursor_, run.input_offset, run.output_offset, run.bytes, run.rows,
-                                 input_stride_, output_stride_);
+                                 input_stride_, output_stride_, runs_);
             for (MoveTableEntry* entry = storage_.data() + first; entry != cursor_.next; entry++) {
                 const uint32_t key = move_class_key(*entry, input_stride_, output_stride_);
                 entry->input |= uint64_t(key) << move_key_shift;
@@ -337,6 +350,7 @@ private:
     uint64_t input_stride_;
     uint64_t output_stride_;
     uint64_t multi_row_bits_;
+    size_t runs_;
     TableCursor cursor_;
 };
 
@@ -346,7 +360,7 @@ template <class Storage>
 bool build_move_table(const MovePlan& plan, Storage& storage, MoveTableSummary& summary) {
     summary = MoveTableSummary{};
     move_table_detail::Writer<Storage> writer(storage, plan.input_row_stride(), plan.output_row_stride(),
-                                              summary.per_key);
+                                              summary.per_key, plan.movements_count());
     if (!plan.for_each_valid_run(writer)) {
         return false;
     }
@@ -387,15 +401,29 @@ MoveTableEntry* sort_move_table(MoveTableEntry* entries, const MoveTableSummary&
     const uint64_t head = in_place ? summary.per_key[dominant] : 0;
     // the dominant key's range: each entry of another key there takes the
     // place of one of the dominant key after it
+    // (screened a block at a time: one branch per block, not per entry)
     uint64_t beyond = head;
-    for (uint64_t i = 0; i < head; i++) {
-        if (entry_class_key(entries[i]) != dominant) {
-            while (entry_class_key(entries[beyond]) != dominant) {
-                beyond++;
+    const uint64_t dominant_bits = uint64_t(dominant) << move_key_shift;
+    const uint64_t key_bits = uint64_t(0xff) << move_key_shift;
+    constexpr uint64_t screened_block = 16;
+    for (uint64_t first = 0; first < head; first += screened_block) {
+        const uint64_t last = head - first < screened_block ? head : first + screened_block;
+        uint64_t differ = 0;
+        for (uint64_t i = first; i < last; i++) {
+            differ |= entries[i].input ^ dominant_bits;
+        }
+        if ((differ & key_bits) == 0) {
+            continue;
+        }
+        for (uint64_t i = first; i < last; i++) {
+            if (entry_class_key(entries[i]) != dominant) {
+                while (entry_class_key(entries[beyond]) != dominant) {
+                    beyond++;
+                }
+                const MoveTableEntry other = entries[i];
+                entries[i] = entries[beyond];
+                entries[beyond++] = other;
             }
-            const MoveTableEntry other = entries[i];
-            entries[i] = entries[beyond];
-            entries[beyond++] = other;
         }
     }
     // the rest, [head, count): a counting sort

@@ -278,6 +278,69 @@ TEST(GpuMoveTable, OneEntryPerRunUntilRunsAreLarge) {
     EXPECT_EQ(move_class_shape(10).pieces_log2, 3u) << "in pieces of 2 KiB";
 }
 
+/// Storage that reports `capacity` entries and keeps guard entries after
+/// them, to see that the writer never writes past what it was given.
+class GuardedStorage {
+public:
+    explicit GuardedStorage(size_t capacity) { resize(capacity); }
+    MoveTableEntry* data() { return entries_.data(); }
+    size_t capacity() const { return capacity_; }
+    void grow(size_t at_least) { resize(std::max(at_least, 2 * capacity_)); }
+    bool guards_intact() const {
+        for (size_t i = capacity_; i < entries_.size(); i++) {
+            if (entries_[i].input != guard.input || entries_[i].output != guard.output) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+private:
+    static constexpr MoveTableEntry guard = {0x5a5a5a5a5a5a5a5a, 0xa5a5a5a5a5a5a5a5};
+    static constexpr size_t guards = 64;
+    void resize(size_t capacity) {
+        capacity_ = capacity;
+        entries_.resize(capacity + guards);
+        for (size_t i = capacity; i < entries_.size(); i++) {
+            entries_[i] = guard;
+        }
+    }
+    std::vector<MoveTableEntry> entries_;
+    size_t capacity_ = 0;
+};
+
+TEST(GpuMoveTable, ARunCutInEntriesLeavesRoomForTheRunsAfterIt) {
+    // rows of 32 KiB: 16 whole rows make one run of 512 KiB, 32 entries;
+    // then 200 scattered movements of 32 bytes, one entry each: more
+    // entries (232) than movements (216), in a table given room for 1
+    const Layout layout = {{216, 4096}, {256, 4096}, 8};
+    std::vector<mts_data_movement_t> movements;
+    for (uintptr_t i = 0; i < 16; i++) {
+        movements.push_back({i, i, 0, 0, 4096});
+    }
+    for (uintptr_t k = 0; k < 200; k++) {
+        movements.push_back({16 + k, 16 + (k * 7) % 240, 0, 0, 4});
+    }
+    const MovePlan plan(layout.output_shape, layout.input_shape, 8, movements.data(), movements.size());
+    for (const size_t capacity : {size_t(1), movements.size(), size_t(232)}) {
+        SCOPED_TRACE(::testing::Message() << "room for " << capacity << " entries at first");
+        GuardedStorage storage(capacity);
+        MoveTableSummary summary;
+        ASSERT_TRUE(build_move_table(plan, storage, summary));
+        EXPECT_TRUE(storage.guards_intact()) << "an entry was written past the storage's capacity";
+        ASSERT_EQ(summary.entries, 232u);
+        EXPECT_EQ(summary.per_key[10 * move_unit_widths + 4], 32u) << "16 KiB entries: class 10";
+        EXPECT_EQ(summary.per_key[1 * move_unit_widths + 4], 200u) << "32-byte entries: class 1";
+        const Built built = build(plan);
+        for (size_t i = 0; i < 232; i++) {
+            EXPECT_EQ(storage.data()[i].input, built.table[i].input) << "entry " << i;
+            EXPECT_EQ(storage.data()[i].output, built.table[i].output) << "entry " << i;
+        }
+    }
+    std::mt19937_64 rng(5);
+    check_plan(layout, movements, rng);
+}
+
 TEST(GpuMoveTable, ABadMovementIsFoundBeforeTheTableIsUsed) {
     const Layout layout = {{4, 8}, {4, 8}, 4};
     const std::vector<mts_data_movement_t> movements = {{0, 0, 0, 0, 8}, {1, 1, 4, 0, 5}};
