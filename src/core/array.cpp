@@ -99,6 +99,11 @@ bool Array::wants_host_mirror() const noexcept {
 
 void Array::hand_out_writable_pointer() const noexcept {
     buffer_->mark_writable_pointer_escaped();
+    if (is_host_accessible(device().device_type)) {
+        // never mirrored: no lock, so that a fork() child may hand out the
+        // pointer of a host array whatever the parent's threads were doing
+        return;
+    }
     // always under the lock: a set_host_mirror running now either stored its
     // mirror before (dropped here) or sees the mark after (and stores none)
     std::lock_guard<std::mutex> lock(mirror_mutex_);

@@ -534,10 +534,11 @@ constexpr bool forks_usable = true;
 /// What a forked child does (and must be able to do whatever the parent's
 /// other threads were doing at the fork): set the thread count, make arrays,
 /// move data between them, read them back, destroy them, ask why a backend
-/// is unavailable. One thread in the
+/// is unavailable, take the data pointer of an array a thread of the parent
+/// was handing out (`shared`, when not null). One thread in the
 /// child: a ThreadSanitizer child may not start threads. Exit status 0 when
 /// every value is right; a child stuck on a lock is killed by its alarm.
-[[noreturn]] void child_uses_the_library() {
+[[noreturn]] void child_uses_the_library(const mts_array_t* shared) {
     alarm(5);
     int status = mtsarray_set_num_threads(1) == MTS_SUCCESS ? 0 : 1;
     try {
@@ -566,21 +567,25 @@ constexpr bool forks_usable = true;
         if (status == 0 && std::string(mtsarray_backend_unavailable_reason(kDLCPU)) != "") {
             status = 6;
         }
+        void* data = nullptr;
+        if (status == 0 && shared != nullptr && (mtsarray_data(shared, &data) != MTS_SUCCESS || data == nullptr)) {
+            status = 7;
+        }
     } catch (...) {
         status = 5;
     }
     _exit(status);
 }
 
-/// Forks, runs child_uses_the_library() in the child, and returns what
-/// became of it: "" when it exited with 0.
-std::string fork_and_use_the_library() {
+/// Forks, runs child_uses_the_library(shared) in the child, and returns
+/// what became of it: "" when it exited with 0.
+std::string fork_and_use_the_library(const mts_array_t* shared) {
     const pid_t child = fork();
     if (child == -1) {
         return "fork failed";
     }
     if (child == 0) {
-        child_uses_the_library();
+        child_uses_the_library(shared);
     }
     int status = 0;
     if (waitpid(child, &status, 0) != child) {
@@ -597,7 +602,8 @@ std::string fork_and_use_the_library() {
 }
 
 /// Threads of the parent making and destroying arrays, setting the thread
-/// count and asking why backends are unavailable, until `stop`.
+/// count, asking why backends are unavailable and handing out the data
+/// pointer of an array the child also uses (shared()), until `stop`.
 class BusyParent {
 public:
     BusyParent() {
@@ -617,6 +623,12 @@ public:
             }
         });
         threads_.emplace_back([this] {
+            void* data = nullptr;
+            while (!stop_.load(std::memory_order_relaxed)) {
+                EXPECT_EQ(mtsarray_data(&shared_.get(), &data), MTS_SUCCESS) << last_error();
+            }
+        });
+        threads_.emplace_back([this] {
             const DLDeviceType types[] = {kDLCPU, kDLCUDA, kDLROCM, kDLVulkan, kDLMetal};
             for (size_t round = 0; !stop_.load(std::memory_order_relaxed); round++) {
                 EXPECT_NE(mtsarray_backend_unavailable_reason(types[round % 5]), nullptr);
@@ -633,7 +645,10 @@ public:
     BusyParent(const BusyParent&) = delete;
     BusyParent& operator=(const BusyParent&) = delete;
 
+    const mts_array_t* shared() const { return &shared_.get(); }
+
 private:
+    mtsarray::Array shared_ = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), {8, 8});
     std::atomic<bool> stop_{false};
     std::vector<std::thread> threads_;
 };
@@ -647,7 +662,7 @@ TEST(Fork, TheChildMakesUsesAndDestroysArrays) {
     BusyParent parent;
     for (int fork_number = 0; fork_number < 40; fork_number++) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
-        const std::string failure = fork_and_use_the_library();
+        const std::string failure = fork_and_use_the_library(parent.shared());
         ASSERT_EQ(failure, "") << "fork " << fork_number;
     }
 }
@@ -689,7 +704,7 @@ TEST(Stress, ThreadCountPoolWorkForksAndArraysAtOnce) {
         const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1000);
         for (int fork_number = 0; std::chrono::steady_clock::now() < end; fork_number++) {
             if (forks_usable && fork_number % 8 == 0) {
-                const std::string failure = fork_and_use_the_library();
+                const std::string failure = fork_and_use_the_library(parent.shared());
                 EXPECT_EQ(failure, "") << "fork " << fork_number;
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
