@@ -328,24 +328,32 @@ void copy_in_byte_pieces(const Arrays& arrays, const MovePlan& plan, size_t thre
 constexpr size_t min_check_movements_per_part = 2048;
 constexpr size_t max_check_parts = 64;
 
-// Checks every movement of `plan`, reading each once from the caller's list
-// and storing it into `copy` (movements_count() entries) as it goes; the
-// summary and the check are those of the copy.
-MoveSummary validate_into(const MovePlan& plan, mts_data_movement_t* copy) {
-    const size_t count = plan.movements_count();
+// The check of `count` movements in parts: `scan(part, begin, end)` for
+// each part, all of them on this thread for short lists, on the pool for
+// long ones. Returns the number of parts (at most max_check_parts).
+template <typename Scan>
+size_t check_in_parts(size_t count, const Scan& scan) {
     const size_t threads = count < 2 * min_check_movements_per_part
                                ? 1
                                : std::min(thread_count(), count / (2 * min_check_movements_per_part));
     if (threads <= 1) {
-        MoveScan all = scan_movements(plan, 0, count, copy);
-        return plan.summarize(&all, 1, copy);
+        scan(0, 0, count);
+        return 1;
     }
     const size_t parts = std::min({max_check_parts, threads * pieces_per_thread, count / min_check_movements_per_part});
-    MoveScan scans[max_check_parts];
-    auto task = [&](size_t part) {
-        scans[part] = scan_movements(plan, count * part / parts, count * (part + 1) / parts, copy);
-    };
+    auto task = [&](size_t part) { scan(part, count * part / parts, count * (part + 1) / parts); };
     run_tasks(parts, threads, TaskBody(task));
+    return parts;
+}
+
+// Checks every movement of `plan`, reading each once from the caller's list
+// and storing it into `copy` (movements_count() entries) as it goes; the
+// summary and the check are those of the copy.
+MoveSummary validate_into(const MovePlan& plan, mts_data_movement_t* copy) {
+    MoveScan scans[max_check_parts];
+    const size_t parts = check_in_parts(plan.movements_count(), [&](size_t part, size_t begin, size_t end) {
+        scans[part] = scan_movements(plan, begin, end, copy);
+    });
     return plan.summarize(scans, parts, copy);
 }
 
@@ -477,22 +485,10 @@ bool same_ranges(const mts_data_movement_t& one, const mts_data_movement_t& othe
 // validate_into() storing the samples alone where the movements share their
 // ranges (scan_compact): the same summary, the same errors.
 CheckedList check_compact(const MovePlan& plan, uint64_t* samples, mts_data_movement_t* copy) {
-    const size_t count = plan.movements_count();
-    const size_t threads = count < 2 * min_check_movements_per_part
-                               ? 1
-                               : std::min(thread_count(), count / (2 * min_check_movements_per_part));
     CompactScan parts[max_check_parts];
-    size_t part_count = 1;
-    if (threads <= 1) {
-        parts[0] = scan_compact(plan, 0, count, samples, copy);
-    } else {
-        part_count = std::min({max_check_parts, threads * pieces_per_thread, count / min_check_movements_per_part});
-        auto task = [&](size_t part) {
-            parts[part] =
-                scan_compact(plan, count * part / part_count, count * (part + 1) / part_count, samples, copy);
-        };
-        run_tasks(part_count, threads, TaskBody(task));
-    }
+    const size_t part_count = check_in_parts(plan.movements_count(), [&](size_t part, size_t begin, size_t end) {
+        parts[part] = scan_compact(plan, begin, end, samples, copy);
+    });
     bool shared = true;
     uint64_t out_of_range = 0;
     for (size_t i = 0; i < part_count; i++) {
@@ -535,11 +531,7 @@ CheckedList check_compact(const MovePlan& plan, uint64_t* samples, mts_data_move
                 scans[i].copied = true;
                 continue;
             }
-            const mts_data_movement_t first = copy[scans[i].begin];
-            for (size_t m = scans[i].begin + 1; m < scans[i].end; m++) {
-                copy[m] = {samples[2 * m], samples[2 * m + 1], first.properties_start_in,
-                           first.properties_start_out, first.properties_length};
-            }
+            fill_from_samples(copy, samples, scans[i].begin, scans[i].end);
         }
         return {plan.summarize(scans, part_count, copy), false};
     }
@@ -549,10 +541,7 @@ CheckedList check_compact(const MovePlan& plan, uint64_t* samples, mts_data_move
         for (size_t i = 0; i < part_count; i++) {
             const MoveScan& part = parts[i].scan;
             if (!part.copied) {
-                for (size_t m = part.begin + 1; m < part.end; m++) {
-                    samples[2 * m] = samples[2 * part.begin] + (m - part.begin);
-                    samples[2 * m + 1] = samples[2 * part.begin + 1] + (m - part.begin);
-                }
+                fill_run_samples(samples, part.begin, part.end);
             }
         }
     }

@@ -39,10 +39,7 @@ template <typename Scanner>
                                                          Lanes last_samples, Lanes properties, Lanes flags,
                                                          Lanes breaks, const Scanner& scanner) {
     const mts_data_movement_t first = copy[begin];
-    for (size_t i = begin + 1; i < at; i++) {
-        copy[i] = {samples[2 * i], samples[2 * i + 1], first.properties_start_in, first.properties_start_out,
-                   first.properties_length};
-    }
+    fill_from_samples(copy, samples, begin, at);
     copy[at] = {samples_1[0], samples_1[1], starts_1[0], tail_1[0], tail_1[1]};
     flags |= range_flags(samples_1, starts_1, tail_1, last_samples, properties);
     Lanes lengths = {0, first.properties_length * (at - begin) + tail_1[1]};
@@ -100,10 +97,7 @@ template <typename Pairs, typename Scanner>
         next_samples = lanes.samples + ones;
         if (__builtin_expect(any_bit(gap | differ), 0)) {
             // the samples of the run so far, then as read
-            for (size_t k = begin + 1; k < i; k++) {
-                samples[2 * k] = head.samples[0] + (k - begin);
-                samples[2 * k + 1] = head.samples[1] + (k - begin);
-            }
+            fill_run_samples(samples, begin, i);
             std::memcpy(samples + 2 * i, &lanes.samples, sizeof(Lanes));
             breaks |= gap;
             if (any_bit(differ)) {

@@ -43,4 +43,24 @@ struct CompactScan {
 CompactScan scan_compact(const MovePlan& plan, size_t begin, size_t end, uint64_t* samples,
                          mts_data_movement_t* copy, InstructionSet instructions = InstructionSet::best) noexcept;
 
+/// Writes out the samples of movements (begin, end) of a part that is one
+/// run: they follow from movement `begin`'s, in samples[2 * begin].
+inline void fill_run_samples(uint64_t* samples, size_t begin, size_t end) noexcept {
+    for (size_t m = begin + 1; m < end; m++) {
+        samples[2 * m] = samples[2 * begin] + (m - begin);
+        samples[2 * m + 1] = samples[2 * begin + 1] + (m - begin);
+    }
+}
+
+/// Writes movements (begin, end) whole into `copy`, from their samples and
+/// the ranges they share with copy[begin].
+inline void fill_from_samples(mts_data_movement_t* copy, const uint64_t* samples, size_t begin,
+                              size_t end) noexcept {
+    const mts_data_movement_t first = copy[begin];
+    for (size_t m = begin + 1; m < end; m++) {
+        copy[m] = {samples[2 * m], samples[2 * m + 1], first.properties_start_in, first.properties_start_out,
+                   first.properties_length};
+    }
+}
+
 }  // namespace mtsarray::detail::cpu
