@@ -39,11 +39,7 @@ TEST_P(NoHostBlock, MoveDataReturnsWhileBothStreamsAreHeld) {
     auto output = device_array(std::vector<double>(4 * 3, 0.0), {4, 3}, stream_);
     const std::vector<mts_data_movement_t> movements = {{7, 0, 0, 0, 3}, {2, 3, 1, 1, 2}};
     expect_returns_while_held({{stream_, 0}, {other_, 0}},
-                              [&] {
-                                  const auto& out = output.get();
-                                  ASSERT_EQ(out.move_data(out.ptr, input.get().ptr, movements.data(), 2), MTS_SUCCESS)
-                                      << last_error();
-                              },
+                              [&] { ASSERT_EQ(move_data(output, input, movements), MTS_SUCCESS) << last_error(); },
                               "move_data");
     EXPECT_EQ(values_of(output), (std::vector<double>{22, 23, 24, 0, 0, 0, 0, 0, 0, 0, 8, 9}));
 }
@@ -107,8 +103,7 @@ TEST_P(NoHostBlock, AnInputReadOnAnotherStreamIsFreedAfterTheRead) {
     const auto all = whole_rows(count, 1);
     {
         auto hold = driver().hold(stream_, 0);
-        const auto& out = output.get();
-        ASSERT_EQ(out.move_data(out.ptr, input->get().ptr, all.data(), all.size()), MTS_SUCCESS) << last_error();
+        ASSERT_EQ(move_data(output, *input, all), MTS_SUCCESS) << last_error();
         input.reset();  // destroyed while the read is still queued
         // same size, same stream: a pool hands the freed block back here
         // as soon as its free is complete in stream order
@@ -199,8 +194,7 @@ TEST_P(NoHostBlock, MoveDataIsCapturedAndAllocatingOperationsAreRefused) {
     // captured: the movements need not outlive the call
     driver().begin_capture(stream_, 0, CaptureMode::thread_local_mode);
     auto passed = movements;
-    const auto& out = output.get();
-    const auto captured = out.move_data(out.ptr, in.ptr, passed.data(), passed.size());
+    const auto captured = move_data(output, input, passed);
     const std::string capture_error = captured == MTS_SUCCESS ? "" : last_error();
     std::fill(passed.begin(), passed.end(), mts_data_movement_t{0, 0, 0, 0, 1});
     auto graph = driver().end_capture(stream_, 0, why);
@@ -212,7 +206,7 @@ TEST_P(NoHostBlock, MoveDataIsCapturedAndAllocatingOperationsAreRefused) {
         const auto values = iota(samples * 4, 1000.0 * replay);
         auto fresh = device_array(values, {samples, 4}, stream_);
         const auto all = whole_rows(samples, 4);
-        ASSERT_EQ(in.move_data(in.ptr, fresh.get().ptr, all.data(), all.size()), MTS_SUCCESS) << last_error();
+        ASSERT_EQ(move_data(input, fresh, all), MTS_SUCCESS) << last_error();
         graph->replay(stream_, 0);
         EXPECT_EQ(values_of(output), moved(std::vector<double>(samples * 2, 0.0), values, 4, 2, movements))
             << "replay " << replay;

@@ -28,12 +28,6 @@ INSTANTIATE_TEST_SUITE_P(AllStreams, StreamOrdering,
                          ::testing::Values(StreamKind::legacy, StreamKind::per_thread, StreamKind::user),
                          stream_kind_name);
 
-mts_status_t move_data(const mtsarray::Array& output, const mtsarray::Array& input,
-                       const std::vector<mts_data_movement_t>& movements) {
-    const auto& raw = output.get();
-    return raw.move_data(raw.ptr, input.get().ptr, movements.data(), movements.size());
-}
-
 }  // namespace
 
 TEST_P(StreamOrdering, WorkRunsOnTheArrayStream) {

@@ -337,19 +337,6 @@ NodeKind kind_of(const char* call) {
     return NodeKind::other;
 }
 
-Status push(const void* handle, std::function<void()> work, const char* call, bool current_device_only) {
-    Simulator& state = simulator();
-    std::lock_guard<std::mutex> lock(state.mutex);
-    StreamState* stream = resolve_locked(handle);
-    if (stream == nullptr) {
-        return Status::invalid_resource_handle;
-    }
-    if (current_device_only && stream->device != current) {
-        return Status::invalid_resource_handle;
-    }
-    return push_locked(stream, Item{std::move(work), {}, kind_of(call)});
-}
-
 // A copy between pageable host memory and the device goes through the
 // driver's own staging when it is called; a graph node made of it would
 // read the pageable memory again at every replay, long after the caller
@@ -361,6 +348,28 @@ Status pageable_copy_locked(StreamState* stream, const char* call) {
     }
     invalidate(stream->capture, std::string(call) + " with pageable host memory");
     return Status::capture_unsupported;
+}
+
+// `pageable_host`: the work copies between pageable host memory and the
+// device (pageable_copy_locked).
+Status push(const void* handle, std::function<void()> work, const char* call, bool current_device_only,
+            bool pageable_host = false) {
+    Simulator& state = simulator();
+    std::lock_guard<std::mutex> lock(state.mutex);
+    StreamState* stream = resolve_locked(handle);
+    if (stream == nullptr) {
+        return Status::invalid_resource_handle;
+    }
+    if (current_device_only && stream->device != current) {
+        return Status::invalid_resource_handle;
+    }
+    if (pageable_host) {
+        const Status status = pageable_copy_locked(stream, call);
+        if (status != Status::success) {
+            return status;
+        }
+    }
+    return push_locked(stream, Item{std::move(work), {}, kind_of(call)});
 }
 
 // Whether the calling thread may make a potentially unsafe call now
@@ -1070,12 +1079,6 @@ void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* 
         return;
     }
     // pageable: the runtime stages the bytes before returning
-    {
-        std::lock_guard<std::mutex> lock(simulator().mutex);
-        if (sim::StreamState* target = sim::resolve_locked(stream)) {
-            sim::check(sim::pageable_copy_locked(target, "cudaMemcpyAsync"), "cudaMemcpyAsync");
-        }
-    }
     auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(source),
                                                                static_cast<const unsigned char*>(source) + bytes);
     sim::check(sim::push(
@@ -1084,7 +1087,7 @@ void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* 
                        sim::check_memory(destination, bytes, "cudaMemcpyAsync (destination)", device);
                        std::memcpy(destination, staged->data(), bytes);
                    },
-                   "cudaMemcpyAsync", false),
+                   "cudaMemcpyAsync", false, /*pageable_host=*/true),
                "cudaMemcpyAsync");
 }
 

@@ -44,6 +44,13 @@ inline std::string stream_kind_name(const ::testing::TestParamInfo<StreamKind>& 
 /// The values of a float64 array, read on the host (waits for its stream).
 inline std::vector<double> values_of(const mtsarray::Array& array) { return from_bytes<double>(read_bytes(array)); }
 
+/// move_data of `movements` from `input` into `output`, through the vtable.
+inline mts_status_t move_data(const mtsarray::Array& output, const mtsarray::Array& input,
+                              const std::vector<mts_data_movement_t>& movements) {
+    const auto& raw = output.get();
+    return raw.move_data(raw.ptr, input.get().ptr, movements.data(), movements.size());
+}
+
 /// A 0-d float64 CPU array, the fill value `create` takes.
 inline mts_array_t scalar(double value) { return mtsarray::Array::full<double>({kDLCPU, 0}, {}, value).release(); }
 
