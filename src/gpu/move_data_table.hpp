@@ -20,7 +20,8 @@
 // Building the table is the host work of every GPU move_data call, for
 // every movement: one pass over the caller's movements checks each one
 // (MovePlan::for_each_valid_run), coalesces it into runs and packs the
-// entries straight into their final (page-locked) memory.
+// entries straight into their final (page-locked) memory. A long list is
+// built in parts on several host threads (move_table_parts.hpp).
 
 #include <cstddef>
 #include <cstdint>
@@ -208,6 +209,26 @@ struct MoveLaunchClasses {
     MoveClassRange ranges[move_size_classes + 1] = {};
 };
 
+/// The order of the classes in a sorted table: the class of `dominant`
+/// (the most common key) first, then the others by size; in each class,
+/// `dominant` first, then the other keys by width. `per_class`: entries of
+/// each class.
+struct MoveClassOrder {
+    uint32_t dominant;
+    uint32_t classes[move_size_classes];
+    uint64_t per_class[move_size_classes];
+};
+MoveClassOrder order_move_classes(const MoveTableSummary& summary);
+
+/// Where the entries of each key start in a table sorted in `order`.
+void move_key_starts(const MoveTableSummary& summary, const MoveClassOrder& order,
+                     uint64_t (&start)[move_class_keys]);
+
+/// The classes and blocks of a launch on a table sorted in `order`, for
+/// blocks of `threads_per_block` threads and at most `max_blocks` blocks.
+MoveLaunchClasses launch_move_classes(const MoveClassOrder& order, uint32_t threads_per_block,
+                                      uint64_t max_blocks);
+
 /// Sorts `table` by class key when more than one is present (the key each
 /// entry holds, counted in `summary`; not stable): each class one
 /// contiguous range, each key one contiguous range within it, the class of
@@ -382,20 +403,19 @@ inline std::vector<MoveTableEntry>& move_table_scratch() {
 
 namespace move_table_detail {
 
-// Sorts a table that mixes class keys into the order classify_move_table
-// gives its classes: `dominant` first, the other keys of its class after
-// it, then the keys of the other classes in `class_order`, each class by
-// width: a counting sort by the key each entry holds, into memory that
-// `sort_space(count)` gives, which is where the sorted table is then (the
-// pointer returned). When nearly every entry has the dominant key, its
-// entries already in place (at the start) stay there: the few of other
-// keys found there are swapped with entries of the dominant key from
+// Sorts a table that mixes class keys into the order of `order`
+// (order_move_classes): a counting sort by the key each entry holds, into
+// memory that `sort_space(count)` gives, which is where the sorted table is
+// then (the pointer returned). When nearly every entry has the dominant
+// key, its entries already in place (at the start) stay there: the few of
+// other keys found there are swapped with entries of the dominant key from
 // beyond (a branch each, rarely taken), only the entries after the
 // dominant key's range go through the sort space, and the sorted table is
 // `entries`.
 template <class SortSpace>
-MoveTableEntry* sort_move_table(MoveTableEntry* entries, const MoveTableSummary& summary, uint32_t dominant,
-                                const uint32_t (&class_order)[move_size_classes], SortSpace& sort_space) {
+MoveTableEntry* sort_move_table(MoveTableEntry* entries, const MoveTableSummary& summary,
+                                const MoveClassOrder& order, SortSpace& sort_space) {
+    const uint32_t dominant = order.dominant;
     const uint64_t count = summary.entries;
     const bool in_place = summary.per_key[dominant] >= count - count / 8;
     const uint64_t head = in_place ? summary.per_key[dominant] : 0;
@@ -426,20 +446,14 @@ MoveTableEntry* sort_move_table(MoveTableEntry* entries, const MoveTableSummary&
             }
         }
     }
-    // the rest, [head, count): a counting sort
-    uint64_t start[move_class_keys] = {};
-    uint64_t next = 0;
-    for (const uint32_t c : class_order) {
-        if (c == class_order[0] && !in_place) {
-            start[dominant] = next;
-            next += summary.per_key[dominant];
-        }
-        for (uint32_t key = c * move_unit_widths; key < (c + 1) * move_unit_widths; key++) {
-            if (key != dominant) {
-                start[key] = next;
-                next += summary.per_key[key];
-            }
-        }
+    // the rest, [head, count): a counting sort. In place, every entry of
+    // the dominant key is in the head by now, and the dominant key comes
+    // first in the order: every other key starts `head` entries earlier in
+    // the sort space than in the sorted table.
+    uint64_t start[move_class_keys];
+    move_key_starts(summary, order, start);
+    for (uint64_t& position : start) {
+        position = position >= head ? position - head : 0;
     }
     const uint64_t rest = count - head;
     MoveTableEntry* const sorted = sort_space(static_cast<size_t>(rest));
@@ -456,47 +470,60 @@ MoveTableEntry* sort_move_table(MoveTableEntry* entries, const MoveTableSummary&
 
 }  // namespace move_table_detail
 
-template <class SortSpace>
-MoveLaunchClasses classify_move_table_into(MoveTableEntry*& table, const MoveTableSummary& summary,
-                                           uint32_t threads_per_block, uint64_t max_blocks, SortSpace&& sort_space) {
-    MoveLaunchClasses launch;
-    if (summary.entries == 0) {
-        return launch;
-    }
-    // The order of the classes in the table: the one of the most common
-    // key first, so that the entries of that key, which are where the
-    // table starts, mostly stay where they are; then the other classes.
-    // (The kernel finds a block's class by its blocks, in any order.)
-    uint32_t dominant = 0;
+inline MoveClassOrder order_move_classes(const MoveTableSummary& summary) {
+    MoveClassOrder order;
+    // the class of the most common key first, so that the entries of that
+    // key, which are where a table starts, mostly stay where they are; then
+    // the other classes (the kernel finds a block's class by its blocks, in
+    // any order)
+    order.dominant = 0;
     for (uint32_t key = 1; key < move_class_keys; key++) {
-        dominant = summary.per_key[key] > summary.per_key[dominant] ? key : dominant;
+        order.dominant = summary.per_key[key] > summary.per_key[order.dominant] ? key : order.dominant;
     }
-    const uint32_t dominant_class = dominant / move_unit_widths;
-    uint32_t class_order[move_size_classes];
-    class_order[0] = dominant_class;
+    const uint32_t dominant_class = order.dominant / move_unit_widths;
+    order.classes[0] = dominant_class;
     for (uint32_t c = 0, next = 1; c < move_size_classes; c++) {
         if (c != dominant_class) {
-            class_order[next++] = c;
+            order.classes[next++] = c;
         }
     }
-    uint64_t per_class[move_size_classes] = {};
+    for (uint64_t& count : order.per_class) {
+        count = 0;
+    }
     for (uint32_t key = 0; key < move_class_keys; key++) {
-        per_class[key / move_unit_widths] += summary.per_key[key];
+        order.per_class[key / move_unit_widths] += summary.per_key[key];
     }
-    const uint64_t dominant_count = summary.per_key[dominant];
-    if (dominant_count != summary.entries) {
-        table = move_table_detail::sort_move_table(table, summary, dominant, class_order, sort_space);
+    return order;
+}
+
+inline void move_key_starts(const MoveTableSummary& summary, const MoveClassOrder& order,
+                            uint64_t (&start)[move_class_keys]) {
+    uint64_t next = 0;
+    start[order.dominant] = next;
+    next += summary.per_key[order.dominant];
+    for (const uint32_t c : order.classes) {
+        for (uint32_t key = c * move_unit_widths; key < (c + 1) * move_unit_widths; key++) {
+            if (key != order.dominant) {
+                start[key] = next;
+                next += summary.per_key[key];
+            }
+        }
     }
+}
+
+inline MoveLaunchClasses launch_move_classes(const MoveClassOrder& order, uint32_t threads_per_block,
+                                             uint64_t max_blocks) {
+    MoveLaunchClasses launch;
     // blocks per class: one step of work per team, all classes scaled down
     // together when they would exceed max_blocks
     uint64_t blocks[move_size_classes] = {};
     uint64_t total = 0;
     for (uint32_t c = 0; c < move_size_classes; c++) {
-        if (per_class[c] == 0) {
+        if (order.per_class[c] == 0) {
             continue;
         }
         const MoveClassShape shape = move_class_shape(c);
-        const uint64_t steps = ((per_class[c] + shape.entries_per_step - 1) / shape.entries_per_step)
+        const uint64_t steps = ((order.per_class[c] + shape.entries_per_step - 1) / shape.entries_per_step)
                                << shape.pieces_log2;
         const uint64_t teams_per_block = threads_per_block >> shape.team_log2;
         blocks[c] = (steps + teams_per_block - 1) / teams_per_block;
@@ -504,8 +531,8 @@ MoveLaunchClasses classify_move_table_into(MoveTableEntry*& table, const MoveTab
     }
     uint64_t first_entry = 0;
     uint64_t first_block = 0;
-    for (const uint32_t c : class_order) {
-        if (per_class[c] == 0) {
+    for (const uint32_t c : order.classes) {
+        if (order.per_class[c] == 0) {
             continue;
         }
         uint64_t count = blocks[c];
@@ -514,12 +541,25 @@ MoveLaunchClasses classify_move_table_into(MoveTableEntry*& table, const MoveTab
             count = count == 0 ? 1 : count;
         }
         launch.ranges[launch.count++] = {first_entry, static_cast<uint32_t>(first_block), c};
-        first_entry += per_class[c];
+        first_entry += order.per_class[c];
         first_block += count;
     }
     launch.ranges[launch.count] = {first_entry, static_cast<uint32_t>(first_block), move_size_classes};
     launch.blocks = static_cast<uint32_t>(first_block);
     return launch;
+}
+
+template <class SortSpace>
+MoveLaunchClasses classify_move_table_into(MoveTableEntry*& table, const MoveTableSummary& summary,
+                                           uint32_t threads_per_block, uint64_t max_blocks, SortSpace&& sort_space) {
+    if (summary.entries == 0) {
+        return MoveLaunchClasses{};
+    }
+    const MoveClassOrder order = order_move_classes(summary);
+    if (summary.per_key[order.dominant] != summary.entries) {
+        table = move_table_detail::sort_move_table(table, summary, order, sort_space);
+    }
+    return launch_move_classes(order, threads_per_block, max_blocks);
 }
 
 inline MoveLaunchClasses classify_move_table(MoveTableEntry* entries, const MoveTableSummary& summary,
