@@ -7,6 +7,7 @@
 #include "base/error.hpp"
 #include "mtsarray/config.h"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/threads/pool_host_tasks.hpp"
 #if MTSARRAY_HAS_CUDA
 #include "cuda/cuda_backend.hpp"
 #endif
@@ -45,10 +46,10 @@ const Backend* compiled_backend(Family family) {
     switch (family) {
     case Family::cpu: return &cpu_backend();
 #if MTSARRAY_HAS_CUDA
-    case Family::cuda: return &cuda_backend();
+    case Family::cuda: return &cuda_backend(cpu::pool_host_tasks());
 #endif
 #if MTSARRAY_HAS_HIP
-    case Family::hip: return &hip_backend();
+    case Family::hip: return &hip_backend(cpu::pool_host_tasks());
 #endif
     default: return nullptr;
     }

@@ -7,11 +7,11 @@
 
 namespace mtsarray::detail {
 
-const Backend& cuda_backend() {
+const Backend& cuda_backend(const HostTasks& host_tasks) {
     // Never destroyed: at exit the static CUDA runtime may be torn down
     // before this object, and the pools it owns would free into a dead
     // runtime.
-    static const Backend* const backend = new gpu::GpuBackend<cuda::CudaRuntime>();
+    static const Backend* const backend = new gpu::GpuBackend<cuda::CudaRuntime>(&host_tasks);
     return *backend;
 }
 

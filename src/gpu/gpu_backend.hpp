@@ -91,6 +91,7 @@
 #include "base/device.hpp"
 #include "base/error.hpp"
 #include "base/fault_injection.hpp"
+#include "base/host_tasks.hpp"
 #include "gpu/capture_mode.hpp"
 #include "gpu/deferred_work.hpp"
 #include "gpu/device_guard.hpp"
@@ -98,6 +99,7 @@
 #include "gpu/fill.hpp"
 #include "gpu/move_data.hpp"
 #include "gpu/move_data_table.hpp"
+#include "gpu/move_table_parts.hpp"
 #include "gpu/pinned_staging_pool.hpp"
 #include "gpu/runtime_error.hpp"
 #include "gpu/strided_copy.hpp"
@@ -118,7 +120,9 @@ public:
     /// runtimes block on such copies anyway.)
     static constexpr size_t staged_copy_limit = PinnedStagingPool<Runtime>::retained_bytes_limit;
 
-    GpuBackend() = default;
+    /// `host_tasks`: the host threads that long move_data plans are built
+    /// on (the library's thread pool; none: the calling thread alone).
+    explicit GpuBackend(const HostTasks* host_tasks = nullptr) : host_tasks_(host_tasks) {}
     GpuBackend(const GpuBackend&) = delete;
     GpuBackend& operator=(const GpuBackend&) = delete;
 
@@ -253,7 +257,8 @@ public:
         // queued before the last movement is checked.
         TableStorage storage(device_state(device).staging, capture.active, plan.movements_count());
         MoveTableSummary summary;
-        if (!build_move_table(plan, storage, summary)) {
+        MoveLaunchClasses classes;
+        if (!plan_move_table(plan, storage, summary, classes)) {
             plan.validate();  // throws the error naming the bad movement
             throw Error("move_data: a movement is out of range");
         }
@@ -263,9 +268,6 @@ public:
             return;
         }
 
-        // the table grouped by size class (only when it mixes classes) and
-        // the blocks of each class
-        const MoveLaunchClasses classes = storage.classify(summary, threads_per_block, max_blocks);
         const MoveDataArguments arguments =
             move_data_arguments(classes, input, output, plan.input_row_stride(), plan.output_row_stride());
         const bool narrow = narrow_offsets(summary.span);
@@ -305,11 +307,11 @@ public:
 
         TableStorage storage(state.staging, /*capturing=*/false, plan.movements_count());
         MoveTableSummary summary;
-        if (!build_move_table(plan, storage, summary)) {
+        MoveLaunchClasses classes;
+        if (!plan_move_table(plan, storage, summary, classes)) {
             plan.validate();
             throw Error("move plan: a movement is out of range");
         }
-        const MoveLaunchClasses classes = storage.classify(summary, threads_per_block, max_blocks);
         auto prepared = std::make_unique<PreparedMovePlan>(*this, device, summary.entries);
         prepared->classes = classes;
         prepared->narrow = narrow_offsets(summary.span);
@@ -1176,6 +1178,25 @@ private:
         return devices_;
     }
 
+    /// The host work of a move_data: checks every movement of `plan` and
+    /// writes its table into `storage`, grouped by size class (when it
+    /// mixes classes), with the blocks of each class; false at an invalid
+    /// movement. A long plan is built in parts on the host threads.
+    bool plan_move_table(const MovePlan& plan, TableStorage& storage, MoveTableSummary& summary,
+                         MoveLaunchClasses& classes) const {
+        const size_t threads = host_tasks_ != nullptr ? host_tasks_->threads() : 1;
+        const size_t parts = move_table_part_count(plan.movements_count(), threads);
+        if (parts > 1) {
+            return build_move_table_in_parts(plan, storage, summary, classes, threads_per_block, max_blocks,
+                                             *host_tasks_, threads, parts);
+        }
+        if (!build_move_table(plan, storage, summary)) {
+            return false;
+        }
+        classes = storage.classify(summary, threads_per_block, max_blocks);
+        return true;
+    }
+
     DeviceState& device_state(int device) const {
         const auto& devices = probe();
         MTSARRAY_EXPECTS(device >= 0 && device < devices.count, out_of_range(device, devices.count));
@@ -1186,6 +1207,7 @@ private:
     mutable typename Runtime::DeviceCount devices_{};
     mutable std::vector<std::unique_ptr<DeviceState>> states_;
     mutable DeferredWork<Runtime> deferred_;
+    const HostTasks* const host_tasks_;
 };
 
 }  // namespace gpu

@@ -8,10 +8,10 @@
 
 namespace mtsarray::detail {
 
-const Backend& hip_backend() {
+const Backend& hip_backend(const HostTasks& host_tasks) {
     // Never destroyed, like the CUDA backend: the pools it owns must not
     // free into a runtime that exit() may already have torn down.
-    static const Backend* const backend = new gpu::GpuBackend<hip::HipRuntime>();
+    static const Backend* const backend = new gpu::GpuBackend<hip::HipRuntime>(&host_tasks);
     return *backend;
 }
 

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "core/backend_registry.hpp"
+#include "cpu/threads/pool_host_tasks.hpp"
 #include "gpu/gpu_backend.hpp"
 
 namespace mtsarray_test {
@@ -1297,7 +1298,7 @@ void SimulatedRuntime::synchronize_device() {
 
 const mtsarray::detail::Backend& simulated_backend() {
     static const mtsarray::detail::Backend* const backend =
-        new mtsarray::detail::gpu::GpuBackend<SimulatedRuntime>();
+        new mtsarray::detail::gpu::GpuBackend<SimulatedRuntime>(&mtsarray::detail::cpu::pool_host_tasks());
     return *backend;
 }
 
