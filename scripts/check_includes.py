@@ -9,7 +9,7 @@ floors below it, never above:
     3  core/        Array, Buffer, the registries, the installed allocator
     2  cpu/ gpu/ cuda/ hip/   the backends
     1  base/        the vocabulary: errors, shapes, dtypes, devices, streams,
-                    MovePlan, the Backend and Allocator interfaces
+                    MovePlan, the Backend, Allocator and HostTasks interfaces
 
 Among the backends, cuda/ and hip/ may include gpu/ (the template they
 instantiate); no other backend includes another. No two files include each
