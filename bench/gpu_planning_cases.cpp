@@ -144,21 +144,16 @@ void build(const PlanningCase& c, const MovePlan& plan, ReusedTable& table, Move
     clobber(&classes);
 }
 
-/// The threads the backend builds a table of `count` movements on.
-size_t planning_threads(size_t count) {
-    const size_t threads = mtsarray::detail::cpu::pool_host_tasks().threads();
-    return mtsarray::detail::gpu::move_table_part_count(count, threads) > 1 ? threads : 1;
-}
-
 /// What GpuBackend::plan_move_table does: build() on the calling thread,
-/// or in parts on the thread pool for a long list.
-void build_as_backend(const PlanningCase& c, const MovePlan& plan, ReusedTable& table, MoveTableSummary& summary) {
+/// or in parts on the thread pool for a long list. Returns the threads it
+/// ran on.
+size_t build_as_backend(const PlanningCase& c, const MovePlan& plan, ReusedTable& table, MoveTableSummary& summary) {
     const auto& tasks = mtsarray::detail::cpu::pool_host_tasks();
     const size_t threads = tasks.threads();
     const size_t parts = mtsarray::detail::gpu::move_table_part_count(plan.movements_count(), threads);
     if (parts <= 1) {
         build(c, plan, table, summary);
-        return;
+        return 1;
     }
     mtsarray::detail::gpu::MoveLaunchClasses classes;
     if (!mtsarray::detail::gpu::build_move_table_in_parts(plan, table, summary, classes,
@@ -167,20 +162,21 @@ void build_as_backend(const PlanningCase& c, const MovePlan& plan, ReusedTable& 
         throw std::runtime_error("gpu planning " + c.name + ": a movement was refused");
     }
     clobber(&classes);
+    return threads;
 }
 
 Row run_planning(const Options& options, const PlanningCase& c) {
     const size_t count = c.movements.size();
     ReusedTable table(count);
     MoveTableSummary summary;
+    size_t threads = 1;
     {
         const MovePlan plan = plan_of(c);
         build(c, plan, table, summary);
         check_table(c, plan, table.data(), summary);
-        build_as_backend(c, plan, table, summary);
+        threads = build_as_backend(c, plan, table, summary);
         check_table(c, plan, table.data(), summary);
     }
-    const size_t threads = planning_threads(count);
     std::vector<MoveTableEntry> floor_entries(count);
     auto seconds = measure(options, {
         wall_clock([&] {

@@ -258,10 +258,7 @@ public:
         TableStorage storage(device_state(device).staging, capture.active, plan.movements_count());
         MoveTableSummary summary;
         MoveLaunchClasses classes;
-        if (!plan_move_table(plan, storage, summary, classes)) {
-            plan.validate();  // throws the error naming the bad movement
-            throw Error("move_data: a movement is out of range");
-        }
+        plan_move_table(plan, storage, summary, classes, "move_data");
         fault_injection::check("move_data");
         wait(stream, input_stream);
         if (summary.entries == 0) {
@@ -308,10 +305,7 @@ public:
         TableStorage storage(state.staging, /*capturing=*/false, plan.movements_count());
         MoveTableSummary summary;
         MoveLaunchClasses classes;
-        if (!plan_move_table(plan, storage, summary, classes)) {
-            plan.validate();
-            throw Error("move plan: a movement is out of range");
-        }
+        plan_move_table(plan, storage, summary, classes, "move plan");
         auto prepared = std::make_unique<PreparedMovePlan>(*this, device, summary.entries);
         prepared->classes = classes;
         prepared->narrow = narrow_offsets(summary.span);
@@ -1180,21 +1174,28 @@ private:
 
     /// The host work of a move_data: checks every movement of `plan` and
     /// writes its table into `storage`, grouped by size class (when it
-    /// mixes classes), with the blocks of each class; false at an invalid
-    /// movement. A long plan is built in parts on the host threads.
-    bool plan_move_table(const MovePlan& plan, TableStorage& storage, MoveTableSummary& summary,
-                         MoveLaunchClasses& classes) const {
+    /// mixes classes), with the blocks of each class. A long plan is built
+    /// in parts on the host threads. Throws validate()'s error, naming the
+    /// first bad movement, when one is out of range (`what`: the operation,
+    /// for the message if validate() finds none).
+    void plan_move_table(const MovePlan& plan, TableStorage& storage, MoveTableSummary& summary,
+                         MoveLaunchClasses& classes, const char* what) const {
         const size_t threads = host_tasks_ != nullptr ? host_tasks_->threads() : 1;
         const size_t parts = move_table_part_count(plan.movements_count(), threads);
+        bool valid = false;
         if (parts > 1) {
-            return build_move_table_in_parts(plan, storage, summary, classes, threads_per_block, max_blocks,
-                                             *host_tasks_, threads, parts);
+            valid = build_move_table_in_parts(plan, storage, summary, classes, threads_per_block, max_blocks,
+                                              *host_tasks_, threads, parts);
+        } else {
+            valid = build_move_table(plan, storage, summary);
+            if (valid) {
+                classes = storage.classify(summary, threads_per_block, max_blocks);
+            }
         }
-        if (!build_move_table(plan, storage, summary)) {
-            return false;
+        if (!valid) {
+            plan.validate();  // throws the error naming the bad movement
+            throw Error(std::string(what) + ": a movement is out of range");
         }
-        classes = storage.classify(summary, threads_per_block, max_blocks);
-        return true;
     }
 
     DeviceState& device_state(int device) const {

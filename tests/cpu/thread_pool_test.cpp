@@ -350,26 +350,20 @@ TEST(ThreadCount, AnInvalidEnvironmentFailsEveryHostOperation) {
     const std::vector<double> input(4 * 3, 1.0);
     std::vector<double> output(4 * 3, 0.0);
     const std::vector<mts_data_movement_t> movements = {{0, 1, 0, 0, 3}, {1, 2, 0, 0, 3}};
+    const mts_data_movement_t bad[] = {{0, 4, 0, 0, 3}, {1, 2, 0, 0, 3}};
     for (size_t count : {1, 2}) {
-        const mtsarray::detail::MovePlan plan({4, 3}, {4, 3}, sizeof(double), movements.data(), count);
-        try {
-            cpu::move_data(output.data(), input.data(), plan);
-            ADD_FAILURE() << "no error with " << count << " movements";
-        } catch (const mtsarray::detail::Error& error) {
-            EXPECT_NE(std::string(error.what()).find("MTSARRAY_NUM_THREADS='lots'"), std::string::npos)
-                << error.what();
-        }
-        EXPECT_EQ(output, std::vector<double>(4 * 3, 0.0));
-        const mts_data_movement_t bad[] = {{0, 4, 0, 0, 3}, {1, 2, 0, 0, 3}};
-        const mtsarray::detail::MovePlan bad_plan({4, 3}, {4, 3}, sizeof(double), bad, count);
-        try {
-            cpu::move_data(output.data(), input.data(), bad_plan);
-            ADD_FAILURE() << "no error with " << count << " movements";
-        } catch (const mtsarray::detail::Error& error) {
-            EXPECT_NE(std::string(error.what()).find("movement 0: sample_out = 4"), std::string::npos)
-                << error.what();
-        }
-        EXPECT_EQ(output, std::vector<double>(4 * 3, 0.0));
+        auto expect_error = [&](const mts_data_movement_t* list, const char* fragment) {
+            const mtsarray::detail::MovePlan plan({4, 3}, {4, 3}, sizeof(double), list, count);
+            try {
+                cpu::move_data(output.data(), input.data(), plan);
+                ADD_FAILURE() << "no error with " << count << " movements";
+            } catch (const mtsarray::detail::Error& error) {
+                EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
+            }
+            EXPECT_EQ(output, std::vector<double>(4 * 3, 0.0));
+        };
+        expect_error(movements.data(), "MTSARRAY_NUM_THREADS='lots'");
+        expect_error(bad, "movement 0: sample_out = 4");
     }
     cpu::set_thread_count(2);
     EXPECT_EQ(cpu::thread_count(), 2u);

@@ -39,12 +39,7 @@ public:
         for (size_t task = tasks; task-- > 0;) {
             call(object, task);
         }
-        runs_++;
     }
-    size_t runs() const { return runs_; }
-
-private:
-    mutable size_t runs_ = 0;
 };
 
 struct PartsResult {
