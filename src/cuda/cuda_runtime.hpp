@@ -120,6 +120,21 @@ struct CudaRuntime {
         return static_cast<cudaStream_t>(stream.handle());
     }
 
+    /// A non-blocking stream of the current device, for mtsarray's own
+    /// work (never destroyed: it serves the device for the process).
+    static StreamHandle create_stream() {
+        StreamHandle stream = nullptr;
+        MTSARRAY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        return stream;
+    }
+
+    /// Loads `kernel` on the current device (kernel_loading.hpp): asking
+    /// for its attributes loads it under lazy loading.
+    static void load_kernel(const void* kernel) {
+        cudaFuncAttributes attributes;
+        MTSARRAY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+    }
+
     using CaptureMode = cudaStreamCaptureMode;
     static constexpr CaptureMode relaxed_capture_mode = cudaStreamCaptureModeRelaxed;
     /// Sets the calling thread's interaction mode with graph captures,
@@ -165,6 +180,13 @@ struct CudaRuntime {
         MTSARRAY_CUDA_CHECK(cudaMemPoolCreate(&pool, &properties));
         uint64_t keep_everything = UINT64_MAX;
         MTSARRAY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
+        // No dependency the program did not ask for: memory freed on one
+        // stream is reused by another only once the free has completed, or
+        // where an event orders them, never by making the allocating stream
+        // wait for the freeing one (which could tie mtsarray's upload stream
+        // to a user's stream that the host then waits for).
+        int no = 0;
+        MTSARRAY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no));
         return pool;
     }
     static void trim_pool(PoolHandle pool) noexcept { MTSARRAY_CUDA_CHECK_NOTHROW(cudaMemPoolTrimTo(pool, 0)); }

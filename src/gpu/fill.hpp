@@ -30,6 +30,10 @@ template <class Runtime>
 void launch_fill(typename Runtime::StreamHandle stream, void* data, uint64_t count, const void* value,
                  size_t element_size);
 
+/// Calls `visit(KernelKey)` for every kernel launch_fill may launch
+/// (kernel_loading.hpp).
+template <class Runtime, class Visit> void visit_fill_kernels(Visit&& visit);
+
 // ---- implementation -------------------------------------------------------
 
 struct FillArguments {
@@ -77,6 +81,26 @@ __global__ void __launch_bounds__(threads_per_block) fill_kernel(FillArguments a
 }
 #endif
 
+/// Tag of fill_kernel<BodyUnit> (KernelKey).
+template <class BodyUnit> struct FillKernel;
+
+template <class Runtime, class BodyUnit> KernelKey fill_kernel_key() {
+    if constexpr (Runtime::kernels_run_on_host) {
+        return host_kernel_key<FillKernel<BodyUnit>>();
+    } else {
+#if MTSARRAY_DEVICE_COMPILER
+        return reinterpret_cast<KernelKey>(fill_kernel<BodyUnit>);
+#else
+        static_assert(Runtime::kernels_run_on_host, "GPU kernels need nvcc or hipcc");
+        return nullptr;
+#endif
+    }
+}
+
+template <class Runtime, class Visit> void visit_fill_kernels(Visit&& visit) {
+    visit(fill_kernel_key<Runtime, Unit16>());
+}
+
 inline Unit16 make_unit16(const unsigned char (&bytes)[16]) {
     Unit16 unit;
     std::memcpy(&unit, bytes, sizeof(unit));
@@ -119,7 +143,7 @@ void launch_fill(typename Runtime::StreamHandle stream, void* data, uint64_t cou
     const GridShape shape{grid_size(threads, threads_per_block), threads_per_block};
     if constexpr (Runtime::kernels_run_on_host) {
         Runtime::run_grid(
-            stream, shape,
+            stream, fill_kernel_key<Runtime, Unit16>(), shape,
             [arguments](const GridThread& thread) { fill_thread<Unit16>(arguments, thread.global(), thread.count()); },
             {arguments.data});
     } else {

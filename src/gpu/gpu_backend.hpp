@@ -97,6 +97,7 @@
 #include "gpu/device_guard.hpp"
 #include "gpu/event_pool.hpp"
 #include "gpu/fill.hpp"
+#include "gpu/kernel_loading.hpp"
 #include "gpu/move_data.hpp"
 #include "gpu/move_data_table.hpp"
 #include "gpu/move_table_parts.hpp"
@@ -217,6 +218,7 @@ public:
             return;
         }
         DeviceGuard<Runtime> guard(stream.device().device_id);
+        device_state(stream.device().device_id);  // its kernels are loaded
         const unsigned char* bytes = static_cast<const unsigned char*>(value);
         bool one_byte_pattern = true;
         for (size_t i = 1; i < element_size; i++) {
@@ -360,6 +362,7 @@ public:
             return;
         }
         DeviceGuard<Runtime> guard(stream.device().device_id);
+        device_state(stream.device().device_id);  // its kernels are loaded
         if (plan.kind == StridedCopyPlan::Kind::contiguous) {
             Runtime::copy_device_to_device_async(destination, source.data, plan.total_units * plan.unit_width,
                                                  handle);
@@ -937,6 +940,14 @@ private:
         EventPool<Runtime> events;
         PinnedStagingPool<Runtime> staging;
 
+        /// Loads every kernel on the device, once (again after a failure).
+        void set_up() {
+            std::call_once(set_up_once_, [&] {
+                DeviceGuard<Runtime> guard(device_);
+                load_every_kernel<Runtime>();
+            });
+        }
+
         /// mtsarray's memory pool of this device, created on first use
         /// (the caller has made the device current).
         typename Runtime::PoolHandle pool() {
@@ -961,6 +972,7 @@ private:
 
     private:
         int device_;
+        std::once_flag set_up_once_;
         std::once_flag pool_once_;
         typename Runtime::PoolHandle pool_{};
         std::mutex zero_size_mutex_;
@@ -1198,10 +1210,14 @@ private:
         }
     }
 
+    /// The state of `device`, set up on first use: every kernel of the
+    /// library is loaded there then (kernel_loading.hpp), before any launch.
     DeviceState& device_state(int device) const {
         const auto& devices = probe();
         MTSARRAY_EXPECTS(device >= 0 && device < devices.count, out_of_range(device, devices.count));
-        return *states_[static_cast<size_t>(device)];
+        DeviceState& state = *states_[static_cast<size_t>(device)];
+        state.set_up();
+        return state;
     }
 
     mutable std::once_flag probe_once_;

@@ -11,12 +11,13 @@
 // MTSARRAY_HOST_DEVICE and shared with the wrapper:
 //
 //   template <class Body>
-//   static void run_grid(StreamHandle, const GridShape&, Body body,
+//   static void run_grid(StreamHandle, KernelKey kernel, const GridShape&, Body body,
 //                        std::initializer_list<const void*> touched);
 //
 // which queues `body(GridThread)` for every thread of the grid on the stream
 // (`touched`: the memory the kernel reads or writes, for the runtime's
-// checks). Either way the launch is checked with MTSARRAY_CHECK_LAUNCH.
+// checks; `kernel`: which kernel this is, see KernelKey). Either way the
+// launch is checked with MTSARRAY_CHECK_LAUNCH.
 
 #include <cstdint>
 
@@ -24,6 +25,21 @@
 
 namespace mtsarray::detail {
 namespace gpu {
+
+/// Which kernel (one instantiation of a kernel template) a launch or a load
+/// is about: under a device compiler, the address of its `__global__`
+/// function, the handle CUDA and HIP load and describe it by; on a runtime
+/// whose kernels run on the host, the address of a tag of its own
+/// (host_kernel_key). kernel_loading.hpp loads every kernel of the library
+/// by these keys when a device is set up.
+using KernelKey = const void*;
+
+/// The key of the kernel named by the tag type `Kernel` on a runtime whose
+/// kernels run on the host: one address per tag type.
+template <class Kernel> struct HostKernelKey {
+    static constexpr char tag = 0;
+};
+template <class Kernel> constexpr KernelKey host_kernel_key() { return &HostKernelKey<Kernel>::tag; }
 
 /// Threads per block of the one-dimensional kernels (fill, move_data,
 /// general strided copy): a multiple of both the 32-wide CUDA warp and the

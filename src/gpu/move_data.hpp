@@ -47,6 +47,10 @@ template <class Runtime>
 void launch_move_data_with_device_table(typename Runtime::StreamHandle stream, const MoveDataArguments& arguments,
                                         const MoveTableEntry* device_entries, unsigned blocks, bool narrow);
 
+/// Calls `visit(KernelKey)` for every kernel the two launchers above may
+/// launch (kernel_loading.hpp).
+template <class Runtime, class Visit> void visit_move_data_kernels(Visit&& visit);
+
 // ---- implementation -------------------------------------------------------
 
 // Four resident blocks per SM (at most 64 registers per thread, 50%
@@ -77,6 +81,44 @@ __global__ void __launch_bounds__(threads_per_block, move_data_min_blocks)
 }
 #endif
 
+/// Tags of move_data_inline_kernel<Narrow> and
+/// move_data_device_table_kernel<Narrow> (KernelKey).
+template <bool Narrow> struct MoveDataInlineKernel;
+template <bool Narrow> struct MoveDataDeviceTableKernel;
+
+template <class Runtime, bool Narrow> KernelKey move_data_inline_kernel_key() {
+    if constexpr (Runtime::kernels_run_on_host) {
+        return host_kernel_key<MoveDataInlineKernel<Narrow>>();
+    } else {
+#if MTSARRAY_DEVICE_COMPILER
+        return reinterpret_cast<KernelKey>(move_data_inline_kernel<Narrow>);
+#else
+        static_assert(Runtime::kernels_run_on_host, "GPU kernels need nvcc or hipcc");
+        return nullptr;
+#endif
+    }
+}
+
+template <class Runtime, bool Narrow> KernelKey move_data_device_table_kernel_key() {
+    if constexpr (Runtime::kernels_run_on_host) {
+        return host_kernel_key<MoveDataDeviceTableKernel<Narrow>>();
+    } else {
+#if MTSARRAY_DEVICE_COMPILER
+        return reinterpret_cast<KernelKey>(move_data_device_table_kernel<Narrow>);
+#else
+        static_assert(Runtime::kernels_run_on_host, "GPU kernels need nvcc or hipcc");
+        return nullptr;
+#endif
+    }
+}
+
+template <class Runtime, class Visit> void visit_move_data_kernels(Visit&& visit) {
+    visit(move_data_inline_kernel_key<Runtime, false>());
+    visit(move_data_inline_kernel_key<Runtime, true>());
+    visit(move_data_device_table_kernel_key<Runtime, false>());
+    visit(move_data_device_table_kernel_key<Runtime, true>());
+}
+
 template <class Runtime>
 void launch_move_data(typename Runtime::StreamHandle stream, const MoveDataArguments& arguments,
                       const MoveTableEntry* host_entries, uint64_t entry_count, unsigned blocks, bool narrow) {
@@ -95,7 +137,7 @@ void launch_move_data(typename Runtime::StreamHandle stream, const MoveDataArgum
         if constexpr (Runtime::kernels_run_on_host) {
             // the table travels by value, as in the kernel's parameters
             Runtime::run_grid(
-                stream, shape,
+                stream, move_data_inline_kernel_key<Runtime, Narrow>(), shape,
                 [table, arguments](const GridThread& thread) {
                     move_data_thread<Narrow>(table.entries, arguments, thread.block, thread.x);
                 },
@@ -127,7 +169,7 @@ void launch_move_data_with_device_table(typename Runtime::StreamHandle stream, c
         constexpr bool Narrow = decltype(narrow_constant)::value;
         if constexpr (Runtime::kernels_run_on_host) {
             Runtime::run_grid(
-                stream, shape,
+                stream, move_data_device_table_kernel_key<Runtime, Narrow>(), shape,
                 [device_entries, arguments](const GridThread& thread) {
                     move_data_thread<Narrow>(device_entries, arguments, thread.block, thread.x);
                 },

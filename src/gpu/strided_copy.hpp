@@ -36,6 +36,10 @@ template <class Runtime>
 void launch_strided_copy(typename Runtime::StreamHandle stream, const StridedCopyPlan& plan, const void* source,
                          void* destination);
 
+/// Calls `visit(KernelKey)` for every kernel launch_strided_copy may launch
+/// (kernel_loading.hpp).
+template <class Runtime, class Visit> void visit_strided_copy_kernels(Visit&& visit);
+
 // ---- implementation -------------------------------------------------------
 
 template <size_t Rank> struct GeneralCopyArguments {
@@ -196,6 +200,51 @@ __global__ void __launch_bounds__(threads_per_block)
 }
 #endif
 
+/// Tags of general_copy_kernel<Width, Index, Rank> and
+/// transpose_kernel<Width, Rank> (KernelKey).
+template <size_t Width, class Index, size_t Rank> struct GeneralCopyKernel;
+template <size_t Width, size_t Rank> struct TransposeKernel;
+
+template <class Runtime, size_t Width, class Index, size_t Rank> KernelKey general_copy_kernel_key() {
+    if constexpr (Runtime::kernels_run_on_host) {
+        return host_kernel_key<GeneralCopyKernel<Width, Index, Rank>>();
+    } else {
+#if MTSARRAY_DEVICE_COMPILER
+        return reinterpret_cast<KernelKey>(general_copy_kernel<Width, Index, Rank>);
+#else
+        static_assert(Runtime::kernels_run_on_host, "GPU kernels need nvcc or hipcc");
+        return nullptr;
+#endif
+    }
+}
+
+template <class Runtime, size_t Width, size_t Rank> KernelKey transpose_kernel_key() {
+    if constexpr (Runtime::kernels_run_on_host) {
+        return host_kernel_key<TransposeKernel<Width, Rank>>();
+    } else {
+#if MTSARRAY_DEVICE_COMPILER
+        return reinterpret_cast<KernelKey>(transpose_kernel<Width, Rank>);
+#else
+        static_assert(Runtime::kernels_run_on_host, "GPU kernels need nvcc or hipcc");
+        return nullptr;
+#endif
+    }
+}
+
+template <class Runtime, size_t Rank, class Visit> void visit_strided_copy_kernels_of_rank(Visit& visit) {
+    for_each_unit_width([&](auto width_constant) {
+        constexpr size_t Width = decltype(width_constant)::value;
+        visit(transpose_kernel_key<Runtime, Width, Rank>());
+        visit(general_copy_kernel_key<Runtime, Width, uint32_t, Rank>());
+        visit(general_copy_kernel_key<Runtime, Width, uint64_t, Rank>());
+    });
+}
+
+template <class Runtime, class Visit> void visit_strided_copy_kernels(Visit&& visit) {
+    visit_strided_copy_kernels_of_rank<Runtime, unrolled_strided_rank>(visit);
+    visit_strided_copy_kernels_of_rank<Runtime, max_strided_rank>(visit);
+}
+
 template <size_t Rank>
 TransposeArguments<Rank> make_transpose_arguments(const StridedCopyPlan& plan, const void* source,
                                                   void* destination) {
@@ -257,7 +306,7 @@ void launch_strided_copy_of_rank(typename Runtime::StreamHandle stream, const St
             constexpr size_t Width = decltype(width_constant)::value;
             if constexpr (Runtime::kernels_run_on_host) {
                 Runtime::run_grid(
-                    stream, shape,
+                    stream, transpose_kernel_key<Runtime, Width, Rank>(), shape,
                     [arguments](const GridThread& thread) {
                         transpose_thread<Width, Rank>(arguments, thread.block, thread.shape.blocks, thread.x,
                                                       thread.y);
@@ -285,7 +334,10 @@ void launch_strided_copy_of_rank(typename Runtime::StreamHandle stream, const St
         constexpr size_t Width = decltype(width_constant)::value;
         if constexpr (Runtime::kernels_run_on_host) {
             Runtime::run_grid(
-                stream, shape,
+                stream,
+                narrow ? general_copy_kernel_key<Runtime, Width, uint32_t, Rank>()
+                       : general_copy_kernel_key<Runtime, Width, uint64_t, Rank>(),
+                shape,
                 [arguments, narrow](const GridThread& thread) {
                     if (narrow) {
                         general_copy_thread<Width, uint32_t, Rank>(arguments, static_cast<uint32_t>(thread.global()),

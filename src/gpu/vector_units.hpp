@@ -45,6 +45,16 @@ inline size_t alignment_of(const void* pointer) {
     return alignment_of(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(pointer)));
 }
 
+/// Calls `function(std::integral_constant<size_t, Width>)` for every unit
+/// width with_unit_width dispatches to.
+template <class Function> void for_each_unit_width(Function&& function) {
+    function(std::integral_constant<size_t, 16>{});
+    function(std::integral_constant<size_t, 8>{});
+    function(std::integral_constant<size_t, 4>{});
+    function(std::integral_constant<size_t, 2>{});
+    function(std::integral_constant<size_t, 1>{});
+}
+
 /// Calls `function(std::integral_constant<size_t, W>{})` with W == `width`,
 /// which must be 1, 2, 4, 8 or 16: turns a width chosen at run time into a
 /// kernel template argument in exactly one place.

@@ -114,6 +114,20 @@ struct HipRuntime {
         return static_cast<hipStream_t>(stream.handle());
     }
 
+    /// A non-blocking stream of the current device, for mtsarray's own
+    /// work (never destroyed: it serves the device for the process).
+    static StreamHandle create_stream() {
+        StreamHandle stream = nullptr;
+        MTSARRAY_HIP_CHECK(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking));
+        return stream;
+    }
+
+    /// Loads `kernel` on the current device (kernel_loading.hpp).
+    static void load_kernel(const void* kernel) {
+        hipFuncAttributes attributes;
+        MTSARRAY_HIP_CHECK(hipFuncGetAttributes(&attributes, kernel));
+    }
+
     using CaptureMode = hipStreamCaptureMode;
     static constexpr CaptureMode relaxed_capture_mode = hipStreamCaptureModeRelaxed;
     /// Sets the calling thread's interaction mode with graph captures,
@@ -152,6 +166,9 @@ struct HipRuntime {
         MTSARRAY_HIP_CHECK(hipMemPoolCreate(&pool, &properties));
         uint64_t keep_everything = UINT64_MAX;
         MTSARRAY_HIP_CHECK(hipMemPoolSetAttribute(pool, hipMemPoolAttrReleaseThreshold, &keep_everything));
+        // no dependency the program did not ask for (see cuda_runtime.hpp)
+        int no = 0;
+        MTSARRAY_HIP_CHECK(hipMemPoolSetAttribute(pool, hipMemPoolReuseAllowInternalDependencies, &no));
         return pool;
     }
     static void trim_pool(PoolHandle pool) noexcept { MTSARRAY_HIP_CHECK_NOTHROW(hipMemPoolTrimTo(pool, 0)); }

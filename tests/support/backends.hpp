@@ -91,6 +91,33 @@ inline bool backend_available(DLDeviceType type) {
         ASSERT_TRUE(reason_.empty()) << reason_;                                           \
     } while (false)
 
+/// MTSARRAY_SKIP_UNLESS_AVAILABLE, and skips too when `device` is not one
+/// of the devices of its backend in this process (a second GPU on a machine
+/// with one), with the error that says so.
+#define MTSARRAY_SKIP_UNLESS_PRESENT(device)                                                   \
+    do {                                                                                       \
+        const DLDevice present_device_ = (device);                                             \
+        MTSARRAY_SKIP_UNLESS_AVAILABLE(present_device_);                                       \
+        const std::string missing_ = ::mtsarray_test::why_device_is_missing(present_device_);  \
+        if (!missing_.empty()) {                                                               \
+            GTEST_SKIP() << ::mtsarray_test::device_name(present_device_) << ": " << missing_; \
+        }                                                                                      \
+    } while (false)
+
+/// Why an array can not be made on `device` of an available backend (the
+/// library's error, naming the device count), or nothing.
+inline std::string why_device_is_missing(DLDevice device) {
+    mts_array_t probe = {};
+    const uintptr_t shape[1] = {1};
+    if (mtsarray_zeros(device, DLDataType{kDLFloat, 64, 1}, shape, 1, &probe) != MTS_SUCCESS) {
+        const char* message = nullptr;
+        mts_last_error(&message, nullptr, nullptr);
+        return message == nullptr ? "no such device" : message;
+    }
+    probe.destroy(probe.ptr);
+    return "";
+}
+
 // ---- dtypes ----------------------------------------------------------------
 
 struct DType {

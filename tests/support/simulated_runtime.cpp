@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <numeric>
 #include <random>
 #include <set>
 #include <sstream>
@@ -140,8 +141,8 @@ struct Allocation {
 
 struct Simulator {
     std::mutex mutex;  // guards everything below and the fields of streams and events it names
-    StreamState* legacy[device_count] = {};
-    std::vector<StreamState*> blocking[device_count];
+    StreamState* legacy[max_devices] = {};
+    std::vector<StreamState*> blocking[max_devices];
     std::set<StreamState*> streams;
     std::vector<StreamState*> retired;  // destroyed streams, which events may still name
     std::map<uintptr_t, Allocation> live;
@@ -155,18 +156,25 @@ struct Simulator {
     uint64_t next_stream = 0;
     size_t pinned_allocations = 0;
     size_t pinned_frees = 0;
+    std::set<const void*> loaded_kernels[max_devices];
+    size_t lazy_kernel_loads = 0;
 
+    const int devices;
     const uint64_t seed;
     const uint64_t max_delay_us;
-    const std::chrono::milliseconds host_wait_timeout;
-    std::atomic<bool> context[device_count] = {};
+    std::atomic<int64_t> host_wait_timeout_ms;
+    std::atomic<bool> context[max_devices] = {};
     std::atomic<uint64_t> activity{0};
+    std::mt19937_64 block_order;  // the order kernels run their blocks in
 
     Simulator()
-        : seed(environment_number("MTSARRAY_SIM_SEED", std::random_device{}())),
+        : devices(static_cast<int>(std::clamp<uint64_t>(environment_number("MTSARRAY_SIM_DEVICES", max_devices), 1,
+                                                          max_devices))),
+          seed(environment_number("MTSARRAY_SIM_SEED", std::random_device{}())),
           max_delay_us(environment_number("MTSARRAY_SIM_MAX_DELAY_US", 100)),
-          host_wait_timeout(environment_number("MTSARRAY_SIM_HOST_WAIT_MS", 5000)) {
-        for (int device = 0; device < device_count; device++) {
+          host_wait_timeout_ms(static_cast<int64_t>(environment_number("MTSARRAY_SIM_HOST_WAIT_MS", 5000))),
+          block_order(seed ^ 0xB10C0DE5ULL) {
+        for (int device = 0; device < devices; device++) {
             legacy[device] = make_stream(device, Kind::legacy, false);
         }
     }
@@ -189,7 +197,7 @@ Simulator& simulator() {
 }
 
 thread_local int current = 0;
-thread_local StreamState* per_thread[device_count] = {};
+thread_local StreamState* per_thread[max_devices] = {};
 thread_local CaptureMode interaction_mode = CaptureMode::global;
 thread_local size_t thread_host_waits = 0;
 thread_local Status last = Status::success;
@@ -405,7 +413,8 @@ Status host_wait(StreamState* stream, uint64_t sequence, const char* call) {
     thread_host_waits++;
     state.activity++;
     std::unique_lock<std::mutex> lock(stream->mutex);
-    if (!stream->changed.wait_for(lock, state.host_wait_timeout, [&] { return stream->completed >= sequence; })) {
+    const std::chrono::milliseconds timeout(state.host_wait_timeout_ms.load());
+    if (!stream->changed.wait_for(lock, timeout, [&] { return stream->completed >= sequence; })) {
         lock.unlock();
         std::lock_guard<std::mutex> guard(state.mutex);
         state.violations.push_back(std::string(call) + " made the host wait for the held " + stream->describe() +
@@ -560,8 +569,10 @@ StreamState* resolve_number(int64_t number, int device) {
 
 uint64_t seed() { return simulator().seed; }
 
+int device_count() { return simulator().devices; }
+
 int64_t create_stream(int device, bool blocking) {
-    MTSARRAY_EXPECTS(device >= 0 && device < device_count, "no simulated device " + std::to_string(device));
+    MTSARRAY_EXPECTS(device >= 0 && device < simulator().devices, "no simulated device " + std::to_string(device));
     std::lock_guard<std::mutex> lock(simulator().mutex);
     touch_device(device);
     auto* stream = simulator().make_stream(device, Kind::user, blocking);
@@ -771,7 +782,7 @@ CaptureMode exchange_capture_mode(CaptureMode mode) {
 
 std::vector<int> contexts() {
     std::vector<int> result;
-    for (int device = 0; device < device_count; device++) {
+    for (int device = 0; device < simulator().devices; device++) {
         if (simulator().context[device].load()) {
             result.push_back(device);
         }
@@ -789,31 +800,87 @@ int current_device() { return current; }
 
 void set_device(int device) { SimulatedRuntime::set_device(device); }
 
-void detail::enqueue_kernel(StreamState* stream, std::vector<const void*> touched, std::function<void()> body) {
-    {
-        std::lock_guard<std::mutex> lock(simulator().mutex);
-        StreamState* target = resolve_locked(stream);
-        if (target == nullptr || target->device != current) {
-            last = Status::invalid_resource_handle;
-            return;
-        }
-        const int device = target->device;
-        const Status status = push_locked(
-            target, Item{[touched, body, device]() {
-                             bool usable = true;
-                             for (const void* data : touched) {
-                                 usable = check_memory(data, 0, "a kernel", device) && usable;
-                             }
-                             if (usable) {
-                                 body();  // not on freed memory: its poison would send it anywhere
-                             }
-                         },
-                         {},
-                         NodeKind::kernel});
-        if (status != Status::success) {
-            last = status;
-        }
+// Kernel loading (CUDA C++ Programming Guide, "Lazy Loading", and its
+// "Potential Hazards > Concurrent Execution"): since CUDA 12.2 a kernel is
+// loaded on its first launch unless loaded before (cudaFuncGetAttributes
+// loads it), and a load may wait for the whole device. Here every load is a
+// host wait for every stream of the device, and a launch of a kernel that
+// was not loaded on its device is also a violation: mtsarray loads all of
+// its kernels when it sets a device up (src/gpu/kernel_loading.hpp), so one
+// loaded by its launch is missing from the lists there.
+namespace {
+
+// Waits on the host for every stream of `device` (with the simulator's lock
+// held on entry and on return).
+void wait_for_device_locked(std::unique_lock<std::mutex>& lock, int device, const char* call) {
+    auto streams = snapshot_locked(device);
+    lock.unlock();
+    for (const auto& stream : streams) {
+        (void)host_wait(stream.first, stream.second, call);
     }
+    lock.lock();
+}
+
+}  // namespace
+
+void detail::enqueue_kernel(StreamState* stream, mtsarray::detail::gpu::KernelKey kernel, unsigned blocks,
+                            std::vector<const void*> touched, std::function<void(unsigned)> run_block) {
+    Simulator& state = simulator();
+    std::unique_lock<std::mutex> lock(state.mutex);
+    StreamState* target = resolve_locked(stream);
+    if (target == nullptr || target->device != current) {
+        last = Status::invalid_resource_handle;
+        return;
+    }
+    const int device = target->device;
+    if (state.loaded_kernels[device].count(kernel) == 0) {
+        state.lazy_kernel_loads++;
+        std::ostringstream why;
+        why << "a kernel (key " << kernel << ") was launched on device " << device
+            << " before it was loaded there: its lazy load waits on the host for the whole device";
+        state.violations.push_back(why.str());
+        wait_for_device_locked(lock, device, "a kernel's lazy load at its first launch");
+        state.loaded_kernels[device].insert(kernel);
+    }
+    // thread blocks run in no particular order on a GPU (CUDA C++
+    // Programming Guide, "Thread Hierarchy"): a random one here
+    std::vector<unsigned> order(blocks);
+    std::iota(order.begin(), order.end(), 0u);
+    std::shuffle(order.begin(), order.end(), state.block_order);
+    const Status status = push_locked(
+        target, Item{[touched, order = std::move(order), run_block, device]() {
+                         bool usable = true;
+                         for (const void* data : touched) {
+                             usable = check_memory(data, 0, "a kernel", device) && usable;
+                         }
+                         if (!usable) {
+                             return;  // not on freed memory: its poison would send it anywhere
+                         }
+                         for (unsigned block : order) {
+                             run_block(block);
+                         }
+                     },
+                     {},
+                     NodeKind::kernel});
+    if (status != Status::success) {
+        last = status;
+    }
+}
+
+void forget_loaded_kernels() {
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    for (auto& loaded : simulator().loaded_kernels) {
+        loaded.clear();
+    }
+}
+
+size_t lazy_kernel_loads() {
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    return simulator().lazy_kernel_loads;
+}
+
+std::chrono::milliseconds set_host_wait_timeout(std::chrono::milliseconds timeout) {
+    return std::chrono::milliseconds(simulator().host_wait_timeout_ms.exchange(timeout.count()));
 }
 
 }  // namespace sim
@@ -870,7 +937,7 @@ using sim::simulator;
 int SimulatedRuntime::current_device() { return sim::current; }
 
 void SimulatedRuntime::set_device(int device) {
-    if (device < 0 || device >= sim::device_count) {
+    if (device < 0 || device >= simulator().devices) {
         sim::fail(Status::invalid_device, "cudaSetDevice");
     }
     sim::current = device;
@@ -878,7 +945,7 @@ void SimulatedRuntime::set_device(int device) {
 }
 
 void SimulatedRuntime::restore_device(int device) noexcept {
-    if (device < 0 || device >= sim::device_count) {
+    if (device < 0 || device >= simulator().devices) {
         sim::report(Status::invalid_device, "cudaSetDevice");
         return;
     }
@@ -887,7 +954,7 @@ void SimulatedRuntime::restore_device(int device) noexcept {
 }
 
 bool SimulatedRuntime::device_active(int device) noexcept {
-    return device >= 0 && device < sim::device_count && simulator().context[device].load();
+    return device >= 0 && device < simulator().devices && simulator().context[device].load();
 }
 
 SimulatedRuntime::StreamHandle SimulatedRuntime::native_stream(const mtsarray::detail::Stream& stream) {
@@ -918,6 +985,21 @@ SimulatedRuntime::CaptureState SimulatedRuntime::capture_state(StreamHandle hand
         return CaptureState{false, 0};
     }
     return CaptureState{true, stream->capture->id};
+}
+
+void SimulatedRuntime::load_kernel(mtsarray::detail::gpu::KernelKey kernel) {
+    std::unique_lock<std::mutex> lock(simulator().mutex);
+    const int device = sim::current;
+    sim::touch_device(device);
+    if (simulator().loaded_kernels[device].count(kernel) != 0) {
+        return;
+    }
+    sim::wait_for_device_locked(lock, device, "cudaFuncGetAttributes (loading a kernel)");
+    simulator().loaded_kernels[device].insert(kernel);
+}
+
+SimulatedRuntime::StreamHandle SimulatedRuntime::create_stream() {
+    return reinterpret_cast<StreamHandle>(static_cast<intptr_t>(sim::create_stream(sim::current, false)));
 }
 
 SimulatedRuntime::CaptureMode SimulatedRuntime::exchange_capture_mode(CaptureMode mode) noexcept {

@@ -94,6 +94,7 @@
 //   one. Kernels and memsets run on streams of the current device.
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -135,13 +136,17 @@ enum class Status {
 
 enum class CaptureMode { global, thread_local_mode, relaxed };
 
-constexpr int device_count = 2;
+/// The most devices the simulation can have; how many it has is
+/// device_count().
+constexpr int max_devices = 2;
 
 // ---- what tests drive ----------------------------------------------------------
 
 /// Whether the simulation serves the CUDA device types in this process (no
 /// real GPU, or MTSARRAY_TEST_GPU=simulated).
 bool in_use();
+/// The simulated devices: MTSARRAY_SIM_DEVICES (1 or 2), default 2.
+int device_count();
 /// The seed of this process's random delays.
 uint64_t seed();
 
@@ -241,8 +246,20 @@ void forget_contexts();
 int current_device();
 void set_device(int device);
 
+/// Forgets which kernels were loaded on every device (load_kernel), as in a
+/// new process.
+void forget_loaded_kernels();
+/// Kernels launched before they were loaded on their device, so far.
+size_t lazy_kernel_loads();
+/// Sets how long a host wait meets a held stream before it fails with a
+/// violation (MTSARRAY_SIM_HOST_WAIT_MS); returns the previous value.
+std::chrono::milliseconds set_host_wait_timeout(std::chrono::milliseconds timeout);
+
 namespace detail {
-void enqueue_kernel(StreamState* stream, std::vector<const void*> touched, std::function<void()> body);
+/// Queues a kernel of `blocks` blocks: `run_block(b)` runs block b, the
+/// blocks in a random order drawn from the process's seed.
+void enqueue_kernel(StreamState* stream, mtsarray::detail::gpu::KernelKey kernel, unsigned blocks,
+                    std::vector<const void*> touched, std::function<void(unsigned)> run_block);
 }  // namespace detail
 
 }  // namespace sim
@@ -279,7 +296,7 @@ struct SimulatedRuntime {
         int count;
         std::string failure;
     };
-    static DeviceCount probe_devices() noexcept { return DeviceCount{sim::device_count, ""}; }
+    static DeviceCount probe_devices() noexcept { return DeviceCount{sim::device_count(), ""}; }
 
     using Errors = SimulatedErrors;
 
@@ -330,21 +347,24 @@ struct SimulatedRuntime {
     static void synchronize_stream(StreamHandle stream);
     static void synchronize_device();
 
-    /// Queues `body(GridThread)` for every thread of `shape`, block by block,
-    /// on `stream`; `touched` is checked to be allocated when it runs.
+    /// Queues `body(GridThread)` for every thread of `shape`, block by block
+    /// in a random order, on `stream`; `touched` is checked to be allocated
+    /// when it runs.
     template <class Body>
-    static void run_grid(StreamHandle stream, const mtsarray::detail::gpu::GridShape& shape, Body body,
+    static void run_grid(StreamHandle stream, mtsarray::detail::gpu::KernelKey kernel,
+                         const mtsarray::detail::gpu::GridShape& shape, Body body,
                          std::initializer_list<const void*> touched) {
-        sim::detail::enqueue_kernel(stream, std::vector<const void*>(touched), [shape, body]() {
-            for (unsigned block = 0; block < shape.blocks; block++) {
-                for (unsigned y = 0; y < shape.block_y; y++) {
-                    for (unsigned x = 0; x < shape.block_x; x++) {
-                        body(mtsarray::detail::gpu::GridThread{block, x, y, shape});
-                    }
-                }
-            }
-        });
+        sim::detail::enqueue_kernel(stream, kernel, shape.blocks, std::vector<const void*>(touched),
+                                    [shape, body](unsigned block) {
+                                        for (unsigned y = 0; y < shape.block_y; y++) {
+                                            for (unsigned x = 0; x < shape.block_x; x++) {
+                                                body(mtsarray::detail::gpu::GridThread{block, x, y, shape});
+                                            }
+                                        }
+                                    });
     }
+    static void load_kernel(mtsarray::detail::gpu::KernelKey kernel);
+    static StreamHandle create_stream();
 };
 
 /// The process's GpuBackend<SimulatedRuntime>.

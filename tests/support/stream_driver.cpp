@@ -57,7 +57,7 @@ class SimulatedStreamDriver final : public StreamDriver {
 public:
     std::string name() const override { return "simulated CUDA"; }
     bool simulated() const override { return true; }
-    int device_count() const override { return sim::device_count; }
+    int device_count() const override { return sim::device_count(); }
     int current_device() const override { return sim::current_device(); }
 
     int64_t create_stream(int device) override { return sim::create_stream(device); }

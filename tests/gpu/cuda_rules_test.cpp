@@ -1,0 +1,139 @@
+// The CUDA rules a real GPU enforces and the GPU backend must follow, each
+// checked on the simulated runtime (tests/support/simulated_runtime.hpp,
+// where each rule is written next to the CUDA documentation it follows):
+//
+//  - kernels are loaded lazily and a load may wait for the whole device:
+//    the backend loads all of its kernels when it sets a device up;
+//  - while another thread captures a graph in Global mode, potentially
+//    unsafe calls (stream-ordered allocation and free, pool calls,
+//    synchronisation) fail and invalidate that capture: the backend makes
+//    them in the Relaxed mode;
+//  - a copy from pageable host memory may wait on the host for its stream:
+//    no host-to-device copy of the backend waits for the caller's stream;
+//  - a stream belongs to whoever made it: nothing of the backend touches a
+//    consumer's stream after the export returns.
+//
+// Each test here fails with the backend that broke the rule (the CHANGELOG
+// quotes those failures) and holds with the one that follows it.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/backend.hpp"
+#include "base/move_plan.hpp"
+#include "base/stream.hpp"
+#include "cpu/threads/pool_host_tasks.hpp"
+#include "gpu/gpu_backend.hpp"
+#include "support/backends.hpp"
+#include "support/simulated_runtime.hpp"
+
+using namespace mtsarray_test;
+using mtsarray::detail::Stream;
+
+namespace {
+
+constexpr DLDevice gpu0 = {kDLCUDA, 0};
+
+/// Shortens the host waits that meet a held stream, so that a test whose
+/// backend breaks a rule fails in a fraction of a second per wait.
+class ShortHostWaits {
+public:
+    ShortHostWaits() : previous_(sim::set_host_wait_timeout(std::chrono::milliseconds(200))) {}
+    ~ShortHostWaits() { sim::set_host_wait_timeout(previous_); }
+
+private:
+    std::chrono::milliseconds previous_;
+};
+
+/// What the simulation saw go wrong, for the test's message.
+std::string violations_text() {
+    std::string text;
+    for (const auto& violation : sim::violations()) {
+        text += "\n  " + violation;
+    }
+    return text;
+}
+
+}  // namespace
+
+// ---- kernel loading ---------------------------------------------------------------------
+
+// A device set up anew (the simulation forgets the kernels it loaded, and a
+// new backend sets the device up as in a new process), then a stream held
+// by a long kernel of the user's: the first launch of each kernel must not
+// wait for it. Every kernel that can be launched with arrays of test size is
+// launched: fill, move_data with its table in the parameters and in device
+// memory, the tiled transpose of every unit width, the general strided copy
+// of every unit width, with 12 and with 66 axes.
+TEST(KernelLoading, TheFirstLaunchOfEachKernelWaitsForNothing) {
+    if (!sim::in_use()) {
+        GTEST_SKIP() << "the simulated runtime does not serve kDLCUDA in this process";
+    }
+    ShortHostWaits short_waits;
+    sim::forget_loaded_kernels();
+    static const auto* backend = new mtsarray::detail::gpu::GpuBackend<SimulatedRuntime>(
+        &mtsarray::detail::cpu::pool_host_tasks());  // never destroyed, like the process's own
+    const int64_t number = sim::create_stream(0);
+    const Stream stream = Stream::parse(gpu0, number);
+
+    constexpr size_t rows = 3000;
+    constexpr size_t properties = 8;
+    constexpr size_t bytes = rows * properties * sizeof(double);
+    void* input = backend->allocate(stream, bytes);  // sets device 0 up
+    void* output = backend->allocate(stream, bytes);
+    backend->synchronize(stream);
+
+    // 13 axes of 2 whose strides do not merge (each is not twice the next):
+    // a general copy of more axes than the unrolled kernels take
+    const mtsarray::detail::Shape many_axes(std::vector<uintptr_t>(13, 2));
+    std::vector<int64_t> scattered_strides(13);
+    for (size_t axis = 0; axis < 13; axis++) {
+        scattered_strides[axis] = (int64_t(1) << (13 - axis)) - 1;
+    }
+
+    sim::clear_violations();
+    const size_t waits = sim::host_waits();
+    const size_t lazy_loads = sim::lazy_kernel_loads();
+    auto hold = sim::hold(number, 0);
+
+    const double value = 2.5;
+    backend->fill(stream, output, rows * properties, &value, sizeof(value));
+    std::vector<mts_data_movement_t> movements;
+    for (size_t i = 0; i < 8; i++) {
+        movements.push_back({i, rows - 1 - i, 0, 1, 3});
+    }
+    const mtsarray::detail::Shape shape = {rows, properties};
+    backend->move_data(stream, output, input, stream,
+                       mtsarray::detail::MovePlan(shape, shape, sizeof(double), movements.data(), movements.size()));
+    for (size_t i = 0; i < rows; i++) {  // thousands: the table goes to device memory
+        movements.push_back({(i * 7) % rows, i, i % 3, i % 2, 2 + i % 4});
+    }
+    backend->move_data(stream, output, input, stream,
+                       mtsarray::detail::MovePlan(shape, shape, sizeof(double), movements.data(), movements.size()));
+    for (size_t width : {1, 2, 4, 8, 16}) {
+        // a transpose of 64 x 32 units of `width` bytes
+        backend->strided_copy(stream, output, {input, {64, 32}, {1, 64}, width});
+        // every other unit of a row: a general copy
+        backend->strided_copy(stream, output, {input, {2, 64}, {256, 2}, width});
+        backend->strided_copy(stream, output, {input, many_axes, scattered_strides, 1});
+    }
+
+    EXPECT_FALSE(hold.is_open());
+    EXPECT_EQ(sim::lazy_kernel_loads(), lazy_loads) << "kernels loaded by their first launch:" << violations_text();
+    EXPECT_EQ(sim::host_waits(), waits) << "a first launch waited on the host for the held stream";
+    EXPECT_TRUE(sim::violations().empty()) << violations_text();
+    hold.open();
+    backend->synchronize(stream);
+    backend->deallocate(stream, input, bytes);
+    backend->deallocate(stream, output, bytes);
+    sim::drain();
+    sim::destroy_stream(number);
+}
