@@ -239,8 +239,10 @@ struct CudaRuntime {
         cudaGraph_t graph = nullptr;
         cudaUserObject_t user_object = nullptr;
         cudaError_t error = cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph);
-        if (error == cudaSuccess && (status != cudaStreamCaptureStatusActive || graph == nullptr)) {
-            error = cudaErrorStreamCaptureUnmatched;
+        if (error == cudaSuccess && status == cudaStreamCaptureStatusInvalidated) {
+            error = cudaErrorStreamCaptureInvalidated;  // an earlier call broke the capture
+        } else if (error == cudaSuccess && (status != cudaStreamCaptureStatusActive || graph == nullptr)) {
+            error = cudaErrorIllegalState;  // the capture ended meanwhile
         }
         if (error == cudaSuccess) {
             error = cudaUserObjectCreate(&user_object, object, release, 1, cudaUserObjectNoDestructorSync);

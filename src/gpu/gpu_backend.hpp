@@ -33,6 +33,8 @@
 //
 //   struct CaptureState { bool active; unsigned long long id; };
 //   static CaptureState capture_state(StreamHandle);  // throws
+//   static StreamHandle create_stream();        // non-blocking, current device
+//   static void load_kernel(KernelKey);         // see kernel_loading.hpp
 //
 //   static PoolHandle create_pool(int device);   // keeps freed memory (throws)
 //   static void trim_pool(PoolHandle) noexcept;  // gives unused memory back
@@ -71,10 +73,14 @@
 // synchronise) goes to the DeferredWork thread.
 //
 // Memory: device memory comes from a pool per device created by mtsarray
-// whose release threshold keeps freed memory for reuse (the device's default
-// pool gives memory back to the driver at every synchronisation, which makes
-// every allocation after it pay the full price). Other libraries' pools are
-// left alone; release_cached_memory trims ours.
+// (stream_ordered_memory.hpp); release_cached_memory trims it.
+//
+// The CUDA rules this backend follows, each modelled by the simulated
+// runtime of the tests, each with its home: kernels are loaded when a device
+// is set up (device_state.hpp, kernel_loading.hpp); potentially unsafe calls
+// are made in the Relaxed capture mode (stream_ordered_memory.hpp, and the
+// RelaxedCaptureMode scopes here); legacy-stream and capture rules in
+// wait/synchronize below.
 
 #include <algorithm>
 #include <atomic>
@@ -94,15 +100,16 @@
 #include "base/host_tasks.hpp"
 #include "gpu/capture_mode.hpp"
 #include "gpu/deferred_work.hpp"
+#include "gpu/device_state.hpp"
 #include "gpu/device_guard.hpp"
 #include "gpu/event_pool.hpp"
 #include "gpu/fill.hpp"
-#include "gpu/kernel_loading.hpp"
 #include "gpu/move_data.hpp"
 #include "gpu/move_data_table.hpp"
 #include "gpu/move_table_parts.hpp"
 #include "gpu/pinned_staging_pool.hpp"
 #include "gpu/runtime_error.hpp"
+#include "gpu/stream_ordered_memory.hpp"
 #include "gpu/strided_copy.hpp"
 #include "gpu/vector_units.hpp"
 
@@ -113,6 +120,7 @@ template <class Runtime> class GpuBackend final : public Backend {
 public:
     using StreamHandle = typename Runtime::StreamHandle;
     using Errors = typename Runtime::Errors;
+    using DeviceState = gpu::DeviceState<Runtime>;
 
     /// copy_from_host calls up to this size are staged through page-locked
     /// memory and return at once; larger ones wait for the copy, so that the
@@ -147,19 +155,24 @@ public:
         const DLDevice device = stream.device();
         check_device(device);
         fault_injection::check("allocate");
+        if (bytes == 0 && device.device_type != Runtime::device_type) {
+            return host_zero_size_allocation();
+        }
+        // page-locked and managed allocations synchronise the device (a host
+        // wait, the price of such memory), and are potentially unsafe calls
+        // that must not break another thread's capture
         if (device.device_type == Runtime::pinned_host_type) {
-            return bytes == 0 ? host_zero_size_allocation() : Runtime::allocate_pinned(bytes);
+            RelaxedCaptureMode<Runtime> relaxed;
+            return Runtime::allocate_pinned(bytes);
         }
         DeviceGuard<Runtime> guard(device.device_id);
         if (device.device_type == Runtime::device_type) {
             const StreamHandle handle = Runtime::native_stream(stream);
-            DeviceState& state = device_state(device.device_id);
-            if (bytes == 0) {
-                return state.zero_size_allocation(handle);
-            }
-            return Runtime::allocate_from_pool(bytes, state.pool(), handle);
+            StreamOrderedPool<Runtime>& memory = device_state(device.device_id).memory;
+            return bytes == 0 ? memory.zero_size_allocation(handle) : memory.allocate(bytes, handle);
         }
-        return bytes == 0 ? host_zero_size_allocation() : Runtime::allocate_managed(bytes);
+        RelaxedCaptureMode<Runtime> relaxed;
+        return Runtime::allocate_managed(bytes);
     }
 
     void deallocate(const Stream& stream, void* data, size_t /*bytes*/) const noexcept override {
@@ -170,11 +183,11 @@ public:
         try {
             if (device.device_type == Runtime::device_type) {
                 DeviceState& state = device_state(device.device_id);
-                if (state.is_zero_size_allocation(data)) {
+                if (state.memory.is_zero_size_allocation(data)) {
                     return;
                 }
                 DeviceGuard<Runtime> guard(device.device_id);
-                Runtime::free_async(data, Runtime::native_stream(stream.usable_here()));
+                StreamOrderedPool<Runtime>::free(data, Runtime::native_stream(stream.usable_here()));
                 return;
             }
             // Freeing page-locked or managed memory synchronises the device:
@@ -205,7 +218,7 @@ public:
         }
         check_device(device);
         DeviceGuard<Runtime> guard(device.device_id);
-        Runtime::trim_pool(device_state(device.device_id).pool());
+        device_state(device.device_id).memory.trim();
     }
 
     // ---- work -------------------------------------------------------------
@@ -285,8 +298,8 @@ public:
         // into stream-ordered device memory, launch, and free the table
         // behind the kernel. Nothing here waits for the device.
         const size_t table_bytes = summary.entries * sizeof(MoveTableEntry);
-        void* table = Runtime::allocate_from_pool(table_bytes, device_state(device).pool(), handle);
-        StreamOrderedFree table_owner(table, handle);
+        void* table = device_state(device).memory.allocate(table_bytes, handle);
+        StreamOrderedFree<Runtime> table_owner(table, handle);
         Runtime::copy_host_to_device_async(table, storage.data(), table_bytes, handle);
         storage.release_after(handle);
         launch_move_data_with_device_table<Runtime>(handle, arguments, static_cast<const MoveTableEntry*>(table),
@@ -318,7 +331,7 @@ public:
             // may read it; the upload is ordered by the `ready` event
             const size_t table_bytes = summary.entries * sizeof(MoveTableEntry);
             prepared->keep_host_copy(storage.data());
-            prepared->own_table(Runtime::allocate_device(table_bytes));
+            prepared->own_table(allocate_device_relaxed(table_bytes));
             Runtime::copy_host_to_device_async(prepared->table, storage.data(), table_bytes, handle);
             storage.release_after(handle);
             prepared->ready = std::make_unique<EventLease>(state.events.acquire());
@@ -483,6 +496,7 @@ public:
             // their device-side stream has already been synchronised for.
             if (Runtime::has_managed_memory && device.device_type == Runtime::managed_type) {
                 DeviceGuard<Runtime> guard(device.device_id);
+                RelaxedCaptureMode<Runtime> relaxed;  // the host waits for work outside any capture
                 Runtime::synchronize_device();
             }
             return;
@@ -492,6 +506,7 @@ public:
         MTSARRAY_EXPECTS(!Runtime::capture_state(handle).active,
                          "the host can not wait for " + stream.describe() + ": it is capturing a " +
                              Runtime::graph_name + " (the work it queues runs when the graph is launched)");
+        RelaxedCaptureMode<Runtime> relaxed;  // a stream outside any capture: another thread's stays valid
         Runtime::synchronize_stream(handle);
     }
 
@@ -897,8 +912,7 @@ private:
         }
         auto* owned = new GraphOwnedTable{&deferred_, device, nullptr, std::move(host)};
         try {
-            RelaxedCaptureMode<Runtime> relaxed;  // cudaMalloc is allowed in a capture only Relaxed
-            owned->device_table = Runtime::allocate_device(table_bytes);
+            owned->device_table = allocate_device_relaxed(table_bytes);
         } catch (...) {
             GraphOwnedTable::release(owned);
             throw;
@@ -930,54 +944,6 @@ private:
             MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
         }
     }
-
-    /// State shared by all threads working on one device.
-    class DeviceState {
-    public:
-        DeviceState(int device, DeferredWork<Runtime>& deferred)
-            : events(), staging(device, deferred, events), device_(device) {}
-
-        EventPool<Runtime> events;
-        PinnedStagingPool<Runtime> staging;
-
-        /// Loads every kernel on the device, once (again after a failure).
-        void set_up() {
-            std::call_once(set_up_once_, [&] {
-                DeviceGuard<Runtime> guard(device_);
-                load_every_kernel<Runtime>();
-            });
-        }
-
-        /// mtsarray's memory pool of this device, created on first use
-        /// (the caller has made the device current).
-        typename Runtime::PoolHandle pool() {
-            std::call_once(pool_once_, [&] { pool_ = Runtime::create_pool(device_); });
-            return pool_;
-        }
-
-        /// The address every zero-byte allocation of this device gets: a
-        /// real (small) allocation of the device, so that empty arrays export
-        /// a genuine device pointer; made once, never freed.
-        void* zero_size_allocation(StreamHandle stream) {
-            std::lock_guard<std::mutex> lock(zero_size_mutex_);
-            if (zero_size_ == nullptr) {
-                zero_size_ = Runtime::allocate_from_pool(256, pool(), stream);
-            }
-            return zero_size_;
-        }
-        bool is_zero_size_allocation(const void* data) {
-            std::lock_guard<std::mutex> lock(zero_size_mutex_);
-            return data == zero_size_;
-        }
-
-    private:
-        int device_;
-        std::once_flag set_up_once_;
-        std::once_flag pool_once_;
-        typename Runtime::PoolHandle pool_{};
-        std::mutex zero_size_mutex_;
-        void* zero_size_ = nullptr;
-    };
 
     /// The table of a move_data call while it is built: on the stack for
     /// small plans, then in page-locked memory (ready for the upload) or, on
@@ -1089,23 +1055,17 @@ private:
         std::vector<MoveTableEntry> host_;
     };
 
-    /// Frees a stream-ordered allocation on scope exit, after whatever was
-    /// queued on the stream before (including on the error path).
-    class StreamOrderedFree {
-    public:
-        StreamOrderedFree(void* data, StreamHandle stream) : data_(data), stream_(stream) {}
-        StreamOrderedFree(const StreamOrderedFree&) = delete;
-        StreamOrderedFree& operator=(const StreamOrderedFree&) = delete;
-        ~StreamOrderedFree() { Runtime::free_async(data_, stream_); }
-
-    private:
-        void* data_;
-        StreamHandle stream_;
-    };
-
     static bool serves(DLDeviceType type) noexcept {
         return type == Runtime::device_type || type == Runtime::pinned_host_type ||
                (Runtime::has_managed_memory && type == Runtime::managed_type);
+    }
+
+    /// Device memory outside any stream order (cudaMalloc), in the Relaxed
+    /// capture mode: a potentially unsafe call, allowed in a capture (for
+    /// memory a graph owns) and during another thread's.
+    static void* allocate_device_relaxed(size_t bytes) {
+        RelaxedCaptureMode<Runtime> relaxed;
+        return Runtime::allocate_device(bytes);
     }
 
     /// The non-null address of zero-byte host-accessible allocations (the

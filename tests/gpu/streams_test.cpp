@@ -291,9 +291,12 @@ TEST_P(StreamOrdering, ACaptureWhileEveryStagingBufferIsBusyReadsNoPageableMemor
 }
 
 // One thread captures move_data in each capture mode while another thread
-// moves data, creates and destroys arrays on another stream (with tables
-// large enough to use the staging pool): the capture stays valid and its
-// replays, and the other thread's work, are right.
+// moves data, creates, waits for and destroys arrays on another stream
+// (with tables large enough to use the staging pool): the capture stays
+// valid and its replays, and the other thread's work, are right. (In the
+// Global mode, the other thread's allocations, frees and waits are
+// "potentially unsafe" calls that CUDA refuses, breaking the capture, unless
+// they are made in the Relaxed mode.)
 TEST_P(StreamOrdering, ACaptureStaysValidWhileAnotherThreadWorks) {
     MTSARRAY_SKIP_UNLESS_CAPTURABLE();
     constexpr uintptr_t samples = 1500;
@@ -328,6 +331,10 @@ TEST_P(StreamOrdering, ACaptureStaysValidWhileAnotherThreadWorks) {
                 }
                 mtsarray::Array made(created);
                 if (move_data(their_output, made, {{0, 1, 0, 0, properties}}) != MTS_SUCCESS) {
+                    failures++;
+                    their_error = last_error();
+                }
+                if (mtsarray_synchronize(&their_output.get()) != MTS_SUCCESS) {  // a host consumer's wait
                     failures++;
                     their_error = last_error();
                 }

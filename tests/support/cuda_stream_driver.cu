@@ -209,7 +209,11 @@ public:
         cudaGraph_t graph = nullptr;
         const cudaError_t status = cudaStreamEndCapture(handle(stream), &graph);
         if (status != cudaSuccess) {
-            why = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(status);
+            // the failure is the test's to report, not the next call's: it
+            // must not stay the thread's last error (hold() checks that)
+            (void)cudaGetLastError();
+            why = std::string("cudaStreamEndCapture: ") + cudaGetErrorName(status) + ": " +
+                  cudaGetErrorString(status);
             return nullptr;
         }
         return std::make_unique<CudaGraph>(graph);

@@ -1006,9 +1006,23 @@ SimulatedRuntime::CaptureMode SimulatedRuntime::exchange_capture_mode(CaptureMod
     return sim::exchange_capture_mode(mode);
 }
 
+// Pool calls, and stream-ordered allocation and free on a stream that is
+// not capturing, are potentially unsafe (cudaThreadExchangeStreamCapture-
+// Mode): while another thread captures in Global mode they fail and
+// invalidate that capture unless this thread is Relaxed. (On a capturing
+// stream they would be captured as graph nodes instead; mtsarray makes none.)
 SimulatedRuntime::PoolHandle SimulatedRuntime::create_pool(int device) {
+    {
+        std::lock_guard<std::mutex> lock(simulator().mutex);
+        sim::check(sim::unsafe_call_locked("cudaMemPoolCreate"), "cudaMemPoolCreate");
+    }
     sim::touch_device(device);
     return new sim::PoolState(device);
+}
+
+void SimulatedRuntime::trim_pool(PoolHandle) noexcept {
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    sim::report(sim::unsafe_call_locked("cudaMemPoolTrimTo"), "cudaMemPoolTrimTo");
 }
 
 void* SimulatedRuntime::allocate_from_pool(size_t bytes, PoolHandle pool, StreamHandle handle) {
@@ -1018,6 +1032,9 @@ void* SimulatedRuntime::allocate_from_pool(size_t bytes, PoolHandle pool, Stream
         sim::StreamState* stream = sim::resolve_locked(handle);
         if (stream == nullptr || pool == nullptr || stream->device != pool->device) {
             sim::fail(Status::invalid_resource_handle, "cudaMallocFromPoolAsync");
+        }
+        if (stream->capture == nullptr) {
+            sim::check(sim::unsafe_call_locked("cudaMallocFromPoolAsync"), "cudaMallocFromPoolAsync");
         }
     }
     void* data = sim::register_memory(bytes, pool->device, MemoryKind::device);
@@ -1030,6 +1047,17 @@ void* SimulatedRuntime::allocate_from_pool(size_t bytes, PoolHandle pool, Stream
 
 void SimulatedRuntime::free_async(void* data, StreamHandle stream) noexcept {
     try {
+        {
+            std::lock_guard<std::mutex> lock(simulator().mutex);
+            sim::StreamState* target = sim::resolve_locked(stream);
+            if (target != nullptr && target->capture == nullptr) {
+                const Status status = sim::unsafe_call_locked("cudaFreeAsync");
+                if (status != Status::success) {
+                    sim::report(status, "cudaFreeAsync");
+                    return;  // refused: the memory stays allocated
+                }
+            }
+        }
         const Status status = sim::push(
             stream,
             [data] {

@@ -76,6 +76,8 @@
 //   thread has a capture begun in Global or ThreadLocal mode, or — in Global
 //   mode — while any other thread has a capture begun in Global mode, fails
 //   with cudaErrorStreamCaptureUnsupported and invalidates those captures.
+//   Pool creation and trimming, and stream-ordered allocation and free on a
+//   stream that is not capturing, are potentially unsafe calls too.
 //   Synchronising or querying a capturing stream or an event recorded in a
 //   capture does the same to that capture. Queuing work on the legacy stream
 //   while a blocking stream of its device captures fails with
@@ -315,7 +317,7 @@ struct SimulatedRuntime {
     static constexpr CaptureMode relaxed_capture_mode = CaptureMode::relaxed;
 
     static PoolHandle create_pool(int device);
-    static void trim_pool(PoolHandle) noexcept {}
+    static void trim_pool(PoolHandle) noexcept;
     static void* allocate_from_pool(size_t bytes, PoolHandle pool, StreamHandle stream);
     static void free_async(void* data, StreamHandle stream) noexcept;
     static void* allocate_pinned(size_t bytes);
