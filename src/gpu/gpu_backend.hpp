@@ -67,8 +67,8 @@
 // Stream semantics: every operation runs on the stream it is given under a
 // DeviceGuard for that stream's device (the legacy and per-thread default
 // streams name a different stream on each device) and returns without
-// waiting; only `synchronize` and copy_from_host above `staged_copy_limit`
-// wait, for their own stream. Work that has to wait for the device before
+// waiting; only `synchronize` (and copies to pageable host memory, for a
+// host consumer) wait, for their own stream. Work that has to wait for the device before
 // running on the host (handing memory back to its owner, frees that
 // synchronise) goes to the DeferredWork thread.
 //
@@ -123,10 +123,9 @@ public:
     using DeviceState = gpu::DeviceState<Runtime>;
 
     /// copy_from_host calls up to this size are staged through page-locked
-    /// memory and return at once; larger ones wait for the copy, so that the
-    /// caller may reuse its buffer on return without the pool pinning
-    /// arbitrarily large amounts of host memory. (For pageable sources the
-    /// runtimes block on such copies anyway.)
+    /// memory; larger ones go through the device's upload stream
+    /// (host_to_device.hpp), so that the pool never pins arbitrarily large
+    /// amounts of host memory. Neither waits for the caller's stream.
     static constexpr size_t staged_copy_limit = PinnedStagingPool<Runtime>::retained_bytes_limit;
 
     /// `host_tasks`: the host threads that long move_data plans are built
@@ -298,9 +297,10 @@ public:
         // into stream-ordered device memory, launch, and free the table
         // behind the kernel. Nothing here waits for the device.
         const size_t table_bytes = summary.entries * sizeof(MoveTableEntry);
-        void* table = device_state(device).memory.allocate(table_bytes, handle);
+        DeviceState& state = device_state(device);
+        void* table = state.memory.allocate(table_bytes, handle);
         StreamOrderedFree<Runtime> table_owner(table, handle);
-        Runtime::copy_host_to_device_async(table, storage.data(), table_bytes, handle);
+        state.uploads.copy(handle, table, storage.data(), table_bytes, storage.page_locked());
         storage.release_after(handle);
         launch_move_data_with_device_table<Runtime>(handle, arguments, static_cast<const MoveTableEntry*>(table),
                                                     classes.blocks, narrow);
@@ -332,7 +332,7 @@ public:
             const size_t table_bytes = summary.entries * sizeof(MoveTableEntry);
             prepared->keep_host_copy(storage.data());
             prepared->own_table(allocate_device_relaxed(table_bytes));
-            Runtime::copy_host_to_device_async(prepared->table, storage.data(), table_bytes, handle);
+            state.uploads.copy(handle, prepared->table, storage.data(), table_bytes, storage.page_locked());
             storage.release_after(handle);
             prepared->ready = std::make_unique<EventLease>(state.events.acquire());
             Runtime::record_event(prepared->ready->get(), handle);
@@ -405,24 +405,25 @@ public:
         }
         const int device = stream.device().device_id;
         DeviceGuard<Runtime> guard(device);
+        DeviceState& state = device_state(device);
         if (bytes <= staged_copy_limit) {
-            PinnedStagingPool<Runtime>& staging = device_state(device).staging;
-            auto lease = staging.acquire(bytes);
+            // copied into page-locked memory at once: the copy needs the
+            // caller's buffer no more (nor the runtime's staging)
+            auto lease = state.staging.acquire(bytes);
             std::memcpy(lease.data(), host_source, bytes);
-            Runtime::copy_host_to_device_async(destination, lease.data(), bytes, handle);
-            staging.release_after(std::move(lease), handle);
+            state.uploads.copy(handle, destination, lease.data(), bytes, lease.page_locked());
+            state.staging.release_after(std::move(lease), handle);
             return;
         }
-        // the caller may reuse its buffer on return: only waiting is left
-        // (copy_from_host_keeping never waits)
-        Runtime::copy_host_to_device_async(destination, host_source, bytes, handle);
-        Runtime::synchronize_stream(handle);
+        // larger than the staging pool holds: the runtime stages the
+        // pageable source before the call returns, off the caller's stream
+        state.uploads.copy(handle, destination, host_source, bytes, /*source_page_locked=*/false);
     }
 
     void copy_from_host_keeping(const Stream& stream, void* destination, const void* host_source, size_t bytes,
                                 std::shared_ptr<const void> source_owner, bool source_page_locked) const override {
-        if (!source_page_locked && bytes <= staged_copy_limit) {
-            copy_from_host(stream, destination, host_source, bytes);  // staged, the source is free at once
+        if (!source_page_locked) {
+            copy_from_host(stream, destination, host_source, bytes);  // the source is free on return
             return;
         }
         const StreamHandle handle = device_stream(stream, "copy_from_host");
@@ -431,9 +432,8 @@ public:
             return;
         }
         DeviceGuard<Runtime> guard(stream.device().device_id);
-        // read straight from the source (page-locked memory needs no
-        // staging; a large pageable source is not copied twice), which stays
-        // alive until the copy ran: no wait
+        // read straight from the page-locked source, which stays alive
+        // until the copy ran: no staging, no wait
         Runtime::copy_host_to_device_async(destination, host_source, bytes, handle);
         release_after(stream, [owner = std::move(source_owner)]() mutable { owner.reset(); });
     }
@@ -963,6 +963,9 @@ private:
 
         MoveTableEntry* data() noexcept { return entries_; }
         size_t capacity() const noexcept { return capacity_; }
+        /// Whether the table is in page-locked memory (an upload reads it
+        /// when it runs) rather than plain host memory.
+        bool page_locked() const noexcept { return lease_ != nullptr && lease_->page_locked(); }
 
         /// Called by the table writer when every entry is in use.
         void grow(size_t at_least) { reallocate(std::max(at_least, 2 * capacity_), capacity_); }

@@ -53,6 +53,13 @@ private:
     std::chrono::milliseconds previous_;
 };
 
+/// A backend of its own, as in a new process: no device set up, no staging
+/// buffer yet. Never destroyed, like the process's own (its deferred-work
+/// thread lives as long as the program).
+const mtsarray::detail::Backend& new_backend() {
+    return *new mtsarray::detail::gpu::GpuBackend<SimulatedRuntime>(&mtsarray::detail::cpu::pool_host_tasks());
+}
+
 /// What the simulation saw go wrong, for the test's message.
 std::string violations_text() {
     std::string text;
@@ -79,8 +86,7 @@ TEST(KernelLoading, TheFirstLaunchOfEachKernelWaitsForNothing) {
     }
     ShortHostWaits short_waits;
     sim::forget_loaded_kernels();
-    static const auto* backend = new mtsarray::detail::gpu::GpuBackend<SimulatedRuntime>(
-        &mtsarray::detail::cpu::pool_host_tasks());  // never destroyed, like the process's own
+    const auto* backend = &new_backend();
     const int64_t number = sim::create_stream(0);
     const Stream stream = Stream::parse(gpu0, number);
 
@@ -135,5 +141,86 @@ TEST(KernelLoading, TheFirstLaunchOfEachKernelWaitsForNothing) {
     backend->deallocate(stream, input, bytes);
     backend->deallocate(stream, output, bytes);
     sim::drain();
+    sim::destroy_stream(number);
+}
+
+// ---- copies from pageable host memory ------------------------------------------------------
+
+// Host -> device copies from pageable memory while the destination's stream
+// is held: above the staging pool (72 MiB), through a cold staging pool (8
+// MiB, whose buffer is then plain host memory), and a move_data table of
+// 10^5 entries through the cold pool. None may wait for the held stream;
+// the source may be reused as soon as the call returns; everything arrives
+// once the stream is released.
+TEST(PageableCopies, NoHostToDeviceCopyWaitsForTheDestinationStream) {
+    if (!sim::in_use()) {
+        GTEST_SKIP() << "the simulated runtime does not serve kDLCUDA in this process";
+    }
+    ShortHostWaits short_waits;
+    const auto& backend = new_backend();
+    const int64_t number = sim::create_stream(0);
+    const Stream stream = Stream::parse(gpu0, number);
+
+    const size_t large = size_t(72) << 20;
+    const size_t medium = size_t(8) << 20;
+    std::vector<unsigned char> large_source(large), medium_source(medium);
+    for (size_t i = 0; i < large; i++) {
+        large_source[i] = static_cast<unsigned char>(i * 7 + i / 4096);
+    }
+    for (size_t i = 0; i < medium; i++) {
+        medium_source[i] = static_cast<unsigned char>(i * 13 + 1);
+    }
+    const auto large_expected = large_source;
+    const auto medium_expected = medium_source;
+    void* large_destination = backend.allocate(stream, large);
+    void* medium_destination = backend.allocate(stream, medium);
+
+    constexpr size_t rows = 100000;
+    const size_t table_array_bytes = rows * 2 * sizeof(double);
+    std::vector<double> input_values(rows * 2);
+    std::iota(input_values.begin(), input_values.end(), 0.5);
+    void* input = backend.allocate(stream, table_array_bytes);
+    void* output = backend.allocate(stream, table_array_bytes);
+    backend.copy_from_host(stream, input, input_values.data(), table_array_bytes);
+    backend.fill(stream, output, rows * 2, &input_values[0], sizeof(double));  // 0.5 everywhere
+    std::vector<mts_data_movement_t> movements(rows);
+    for (size_t i = 0; i < rows; i++) {
+        movements[i] = {(i * 7919) % rows, i, i % 2, 1 - i % 2, 1};
+    }
+    backend.synchronize(stream);
+
+    sim::clear_violations();
+    auto hold = sim::hold(number, 0);
+    backend.copy_from_host(stream, large_destination, large_source.data(), large);
+    std::fill(large_source.begin(), large_source.end(), 0xEE);  // the caller's to reuse
+    backend.copy_from_host(stream, medium_destination, medium_source.data(), medium);
+    std::fill(medium_source.begin(), medium_source.end(), 0xEE);
+    const mtsarray::detail::Shape shape = {rows, 2};
+    backend.move_data(stream, output, input, stream,
+                      mtsarray::detail::MovePlan(shape, shape, sizeof(double), movements.data(), movements.size()));
+    EXPECT_FALSE(hold.is_open());
+    EXPECT_TRUE(sim::violations().empty()) << "a host -> device copy waited for the held stream:"
+                                           << violations_text();
+    hold.open();
+
+    std::vector<unsigned char> large_read(large), medium_read(medium);
+    std::vector<double> output_read(rows * 2);
+    backend.copy_to_host(stream, large_read.data(), large_destination, large);
+    backend.copy_to_host(stream, medium_read.data(), medium_destination, medium);
+    backend.copy_to_host(stream, output_read.data(), output, table_array_bytes);
+    backend.synchronize(stream);
+    EXPECT_TRUE(large_read == large_expected) << "the 72 MiB copy";
+    EXPECT_TRUE(medium_read == medium_expected) << "the 8 MiB copy";
+    std::vector<double> expected(rows * 2, 0.5);
+    for (const auto& movement : movements) {
+        expected[movement.sample_out * 2 + movement.properties_start_out] =
+            input_values[movement.sample_in * 2 + movement.properties_start_in];
+    }
+    EXPECT_EQ(output_read, expected);
+    for (void* data : {large_destination, medium_destination, input, output}) {
+        backend.deallocate(stream, data, 0);
+    }
+    sim::drain();
+    EXPECT_TRUE(sim::violations().empty()) << violations_text();
     sim::destroy_stream(number);
 }

@@ -628,8 +628,10 @@ TEST_P(SimulatedStreams, ManagedMemoryExportsToCudaStreams) {
     EXPECT_NE(last_error().find("0 is ambiguous for CUDA"), std::string::npos) << last_error();
 }
 
-// A copy from the host larger than the staging pool keeps its source alive
-// until the copy ran instead of waiting for the stream.
+// A copy from the host larger than the staging pool goes through the
+// device's upload stream: it does not wait for the held destination stream
+// (a pageable copy of more than 1 MiB on it would), and the source may go at
+// once.
 TEST_P(SimulatedStreams, ALargeCopyFromTheHostReturnsAtOnce) {
     if (GetParam() != StreamKind::legacy) {
         GTEST_SKIP() << "copies go to the device's default stream: tested once";
@@ -644,7 +646,7 @@ TEST_P(SimulatedStreams, ALargeCopyFromTheHostReturnsAtOnce) {
     std::unique_ptr<mtsarray::Array> device;
     expect_no_host_wait({{1, 0}}, [&] { device = std::make_unique<mtsarray::Array>(host->copy(gpu0)); },
                         "a copy of 72 MiB to the device");
-    host.reset();  // the source stays alive for the queued copy
+    host.reset();  // consumed by the call
     const auto copied = values_of(*device);
     EXPECT_TRUE(copied == values);
 }

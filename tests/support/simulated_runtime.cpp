@@ -34,6 +34,9 @@ namespace sim {
 namespace {
 
 constexpr unsigned char poison = 0xDD;
+/// The largest pageable host -> device copy the runtime stages at once,
+/// without waiting for its stream.
+constexpr size_t pageable_staging_bytes = size_t(1) << 20;
 constexpr size_t quarantine_limit = size_t(256) << 20;
 constexpr size_t alignment = 256;
 
@@ -1173,13 +1176,13 @@ void SimulatedRuntime::copy_device_to_device_async(void* destination, const void
 }
 
 void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* source, size_t bytes,
-                                                 StreamHandle stream) {
+                                                 StreamHandle handle) {
     sim::uploads++;
     const int device = sim::current;
     if (sim::is_page_locked(source)) {
         // truly asynchronous: the source is read when the copy runs
         sim::check(sim::push(
-                       stream,
+                       handle,
                        [=] {
                            sim::check_memory(source, bytes, "cudaMemcpyAsync (page-locked source)", device, true);
                            sim::check_memory(destination, bytes, "cudaMemcpyAsync (destination)", device);
@@ -1189,16 +1192,45 @@ void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* 
                    "cudaMemcpyAsync");
         return;
     }
-    // pageable: the runtime stages the bytes before returning
+    // pageable: the runtime stages the bytes before returning (the caller
+    // may reuse its buffer then); above its staging space it stages them
+    // as the stream reaches the copy, so the host waits for the stream
+    // (Runtime API "API synchronization behavior": such copies "might be
+    // synchronous with respect to host"; on an H100 a 128 MiB copy waited
+    // 1 s behind the stream's queued work, copies of a few hundred KiB did
+    // not)
     auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(source),
                                                                static_cast<const unsigned char*>(source) + bytes);
-    sim::check(sim::push(
-                   stream,
-                   [=] {
-                       sim::check_memory(destination, bytes, "cudaMemcpyAsync (destination)", device);
-                       std::memcpy(destination, staged->data(), bytes);
-                   },
-                   "cudaMemcpyAsync", false, /*pageable_host=*/true),
+    sim::StreamState* target = nullptr;
+    uint64_t before = 0;  // the items queued before the copy
+    {
+        std::lock_guard<std::mutex> lock(simulator().mutex);
+        target = sim::resolve_locked(handle);
+        if (target == nullptr) {
+            sim::fail(Status::invalid_resource_handle, "cudaMemcpyAsync");
+        }
+        sim::check(sim::pageable_copy_locked(target, "cudaMemcpyAsync"), "cudaMemcpyAsync");
+        {
+            std::lock_guard<std::mutex> stream_lock(target->mutex);
+            before = target->pushed;
+        }
+        sim::check(sim::push_locked(target, sim::Item{[=] {
+                                                          sim::check_memory(destination, bytes,
+                                                                            "cudaMemcpyAsync (destination)", device);
+                                                          std::memcpy(destination, staged->data(), bytes);
+                                                      },
+                                                      {},
+                                                      sim::NodeKind::copy}),
+                   "cudaMemcpyAsync");
+        if (bytes <= sim::pageable_staging_bytes || target->capture != nullptr) {
+            return;
+        }
+        std::lock_guard<std::mutex> stream_lock(target->mutex);
+        if (target->completed >= before) {
+            return;  // the stream has reached the copy: nothing to wait for
+        }
+    }
+    sim::check(sim::host_wait(target, before, "cudaMemcpyAsync from pageable memory above 1 MiB"),
                "cudaMemcpyAsync");
 }
 

@@ -50,9 +50,19 @@
 //   run (on a GPU it reads garbage or faults; on the host, the poisoned
 //   values would send it anywhere and crash the test). free_async is stream ordered: the memory is freed when
 //   the free's turn comes on its stream. Copies from page-locked memory read
-//   it when they run; from pageable memory, the bytes are taken at the call.
+//   it when they run; from pageable memory, the bytes are taken at the call,
+//   and a copy of more than 1 MiB from pageable memory returns only once
+//   its stream has reached it and it is done: a host wait for the stream.
 //   A copy to pageable host memory returns only when it is done (Runtime API
 //   "API synchronization behavior"): a host wait.
+// Kernels (Programming Guide "Lazy Loading", "Thread Hierarchy").
+//   A kernel is loaded on a device by load_kernel or, failing that, by its
+//   first launch there; each load waits on the host for every stream of the
+//   device, and a load by a launch is also a violation (mtsarray loads its
+//   kernels when it sets a device up). Thread blocks run in a random order.
+// Stream ownership (Runtime API cudaStreamDestroy).
+//   A stream destroyed by its owner (destroy_stream) may not be named
+//   again: any call on it is a violation, and fails the running test.
 // Implicit synchronisation (Programming Guide "Implicit Synchronization";
 //   Runtime API "API synchronization behavior").
 //   Page-locked and managed allocation and free, and the non-async free,
@@ -90,7 +100,8 @@
 //   CUDA may record such a node; mtsarray must never make one, so the
 //   simulation is the stricter.)
 // Devices (Programming Guide "Multi-Device System"; Runtime API cudaSetDevice).
-//   Two devices; the current device is per thread (0 until set). Setting a
+//   Two devices, or one (MTSARRAY_SIM_DEVICES=1, as on a machine with a
+//   single GPU); the current device is per thread (0 until set). Setting a
 //   device creates its context, as cudaSetDevice does since CUDA 12, and so
 //   does any call that works on a device; contexts() tells which devices got
 //   one. Kernels and memsets run on streams of the current device.

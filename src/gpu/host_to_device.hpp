@@ -1,0 +1,100 @@
+#pragma once
+// HostToDevice<Runtime>: host -> device copies of one device that never make
+// the host wait for the stream they are ordered on.
+//
+// A copy from page-locked memory is asynchronous. A copy from pageable
+// memory is staged by the runtime through page-locked buffers of its own
+// before the call returns (the caller may reuse its buffer then); beyond
+// their size it stages chunk after chunk as the stream reaches the copy, and
+// the host waits for everything queued on the stream before it (CUDA Runtime
+// API, "API synchronization behavior": such copies "might be synchronous
+// with respect to host"; on an H100, a 128 MiB copy waited 1 s on the host
+// behind the destination stream's queued work).
+//
+// So a pageable copy above direct_pageable_limit runs on the device's upload
+// stream -- a non-blocking stream of mtsarray's own that nothing else
+// queues on -- into fresh stream-ordered memory; the caller's stream waits
+// for it with an event and copies device to device (microseconds, for what
+// takes milliseconds to cross the bus), then frees it. The host may wait for
+// the bytes of the copy itself to be staged, never for the caller's stream:
+// the pool never makes the upload stream wait for another
+// (stream_ordered_memory.hpp). Copies are refused on a stream capturing a
+// graph, where pageable memory must never be read (a node would read it
+// again at every replay).
+//
+// Traits used: create_stream, capture_state, copy_host_to_device_async,
+// copy_device_to_device_async, record_event, stream_wait_event.
+
+#include <cstddef>
+#include <mutex>
+#include <string>
+
+#include "base/error.hpp"
+#include "gpu/event_pool.hpp"
+#include "gpu/stream_ordered_memory.hpp"
+
+namespace mtsarray::detail {
+namespace gpu {
+
+template <class Runtime> class HostToDevice {
+public:
+    using StreamHandle = typename Runtime::StreamHandle;
+
+    /// Pageable copies up to this size are staged by the runtime at once.
+    /// (The simulated runtime waits above 1 MiB; the H100 did not wait for
+    /// a few hundred KiB.)
+    static constexpr size_t direct_pageable_limit = size_t(256) << 10;
+
+    /// `memory` and `events` are the device's and outlive this.
+    HostToDevice(StreamOrderedPool<Runtime>& memory, EventPool<Runtime>& events)
+        : memory_(memory), events_(events) {}
+    HostToDevice(const HostToDevice&) = delete;
+    HostToDevice& operator=(const HostToDevice&) = delete;
+
+    /// Queues the copy of `bytes` bytes of host memory at `source` into
+    /// device memory at `destination`, in `stream`'s order (the device is
+    /// current). `source_page_locked`: read when the copy runs, so it must
+    /// stay untouched until then; otherwise it may be reused on return.
+    void copy(StreamHandle stream, void* destination, const void* source, size_t bytes,
+              bool source_page_locked) {
+        if (bytes == 0) {
+            return;
+        }
+        if (source_page_locked || bytes <= direct_pageable_limit) {
+            Runtime::copy_host_to_device_async(destination, source, bytes, stream);
+            return;
+        }
+        MTSARRAY_EXPECTS(!Runtime::capture_state(stream).active,
+                         "a copy from pageable host memory can not be captured in a graph (a replay would read "
+                         "that memory again, when its owner may have reused it)");
+        const StreamHandle upload = upload_stream();
+        void* staged = memory_.allocate(bytes, upload);
+        try {
+            Runtime::copy_host_to_device_async(staged, source, bytes, upload);
+            auto uploaded = events_.acquire();
+            Runtime::record_event(uploaded.get(), upload);
+            Runtime::stream_wait_event(stream, uploaded.get());
+        } catch (...) {
+            StreamOrderedPool<Runtime>::free(staged, upload);  // `stream` is not ordered after the upload
+            throw;
+        }
+        StreamOrderedFree<Runtime> staged_owner(staged, stream);  // after the copy below
+        Runtime::copy_device_to_device_async(destination, staged, bytes, stream);
+    }
+
+private:
+    /// The device's upload stream, made on first use (the device is
+    /// current); it serves the device for the process.
+    StreamHandle upload_stream() {
+        std::call_once(created_, [&] { upload_ = Runtime::create_stream(); });
+        return upload_;
+    }
+
+    StreamOrderedPool<Runtime>& memory_;
+    EventPool<Runtime>& events_;
+    std::once_flag created_;
+    StreamHandle upload_{};
+};
+
+}  // namespace gpu
+}  // namespace mtsarray::detail
