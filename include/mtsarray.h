@@ -36,13 +36,17 @@
  * imported, handed back to its owner) only after every use queued on it by
  * mtsarray, on any stream. A read of array A on another stream (A as the
  * input of a move_data into an array on stream B, a copy onto stream B)
- * records an event on B, and A's free waits for it; the same holds for a
- * DLPack export read on the consumer's stream: the consumer calls the
- * export's deleter after queuing its last use on the stream it passed to
- * `as_dlpack`, and the free is ordered after that use. An export taken with
- * stream -1 is not ordered: its consumer must be done with the data (on the
- * device) before calling the deleter. Copies exported to another device are
- * allocated and freed on the consumer's stream. The deleters of wrapped
+ * records an event on B, and A's free waits for it. A DLPack export read on
+ * a default stream of the consumer's (CUDA 1 or 2, ROCm 0) is ordered the
+ * same way: the consumer calls the export's deleter after queuing its last
+ * use there, and the free is ordered after that use. A stream the consumer
+ * made itself (a handle) is never named again once `as_dlpack` has
+ * returned, since its owner may destroy it at any time: such a consumer
+ * finishes its reads of the export (or makes the array's stream wait for
+ * them) before calling the deleter, as for any DLPack producer; so does a
+ * consumer that passed stream -1 (not ordered). Copies exported to another
+ * device are made on the consumer's stream and freed on that device's
+ * default stream, after the copy. The deleters of wrapped
  * memory and of imported DLPack tensors may therefore run later than the
  * destroy call, on another thread (an mtsarray thread), once the device is
  * done with the memory.

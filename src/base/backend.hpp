@@ -151,6 +151,10 @@ public:
     /// Makes `waiting` wait (on the device) for the work before `marker`,
     /// a marker this backend made.
     virtual void wait(const Stream& waiting, const StreamMarker& marker) const = 0;
+    /// Blocks the host until the work before `marker` is done: the last
+    /// resort of a free that could not be ordered on the device. Needs no
+    /// stream (the marked one may be gone by then).
+    virtual void synchronize(const StreamMarker& marker) const = 0;
 
     /// Calls `release` once the work queued on `stream` so far is done,
     /// without blocking the calling thread: at once when nothing is pending,

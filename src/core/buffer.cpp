@@ -101,12 +101,14 @@ struct GiveBack {
             }
         } catch (const std::exception& error) {
             // Could not order the free after another stream's use (a runtime
-            // failure): waiting on the host is the only safe way left.
+            // failure): waiting on the host is the only safe way left -- for
+            // the markers, never the streams, which their owners may have
+            // destroyed since
             std::fprintf(stderr, "mtsarray: %s; waiting for the device before freeing memory\n", error.what());
             for (const auto& use : uses) {
                 try {
-                    if (backend != nullptr) {
-                        backend->synchronize(use.first);
+                    if (backend != nullptr && use.second != nullptr) {
+                        backend->synchronize(*use.second);
                     }
                 } catch (...) {
                 }

@@ -6,7 +6,9 @@
 //    queued there;
 //  - and after the work of every other stream that used it, recorded with
 //    `record_use` (a marker each, waited on by the release stream before the
-//    free; PyTorch's recordStream does the same);
+//    free; PyTorch's recordStream does the same). Only the markers are used
+//    then, never those streams: a stream belongs to whoever made it, and may
+//    be gone by the time the memory is;
 // so that freeing never overtakes a read or a write still queued on the
 // device, and never blocks the host. Memory owned by someone else (wrapped,
 // imported) is handed back to its owner the same way, once that work is done.

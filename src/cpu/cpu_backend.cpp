@@ -137,6 +137,7 @@ public:
     void synchronize(const Stream&) const override {}
     std::shared_ptr<const StreamMarker> mark(const Stream&) const override { return nullptr; }
     void wait(const Stream&, const StreamMarker&) const override {}
+    void synchronize(const StreamMarker&) const override {}
     void release_after(const Stream&, std::function<void()>&& release) const override {
         auto now = std::move(release);
         now();

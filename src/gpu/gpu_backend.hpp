@@ -537,6 +537,15 @@ public:
         Runtime::stream_wait_event(handle, ours->event.get());
     }
 
+    void synchronize(const StreamMarker& marker) const override {
+        const auto* ours = dynamic_cast<const Marker*>(&marker);
+        MTSARRAY_EXPECTS(ours != nullptr, std::string("synchronize: the marker was not made by the ") +
+                                              Runtime::name + " backend");
+        DeviceGuard<Runtime> guard(ours->device);
+        RelaxedCaptureMode<Runtime> relaxed;  // an event recorded outside any capture
+        Runtime::synchronize_event(ours->event.get());
+    }
+
     void release_after(const Stream& stream, std::function<void()>&& release) const override {
         const StreamHandle handle = device_stream(stream, "release_after");
         const int device = stream.device().device_id;

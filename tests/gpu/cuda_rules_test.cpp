@@ -224,3 +224,84 @@ TEST(PageableCopies, NoHostToDeviceCopyWaitsForTheDestinationStream) {
     EXPECT_TRUE(sim::violations().empty()) << violations_text();
     sim::destroy_stream(number);
 }
+
+// ---- the consumer's stream -----------------------------------------------------------------
+
+namespace {
+
+/// An export of `array` to `device` for a consumer reading on `stream`.
+DLManagedTensorVersioned* export_to(const mtsarray::Array& array, DLDevice device, int64_t stream) {
+    DLManagedTensorVersioned* tensor = nullptr;
+    const auto& raw = array.get();
+    EXPECT_EQ(raw.as_dlpack(raw.ptr, &tensor, device, &stream, dlpack_version()), MTS_SUCCESS) << last_error();
+    return tensor;
+}
+
+class ConsumerStreams : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!sim::in_use()) {
+            GTEST_SKIP() << "the simulated runtime does not serve kDLCUDA in this process";
+        }
+        sim::drain();
+        sim::clear_violations();
+    }
+    void TearDown() override {
+        if (!sim::in_use()) {
+            return;
+        }
+        sim::drain();
+        EXPECT_TRUE(sim::violations().empty()) << violations_text();
+        sim::clear_violations();
+    }
+};
+
+}  // namespace
+
+// The consumer reads the export on its stream, destroys that stream (as
+// CuPy does when its Stream object goes), then releases the export: the
+// release must not name the stream again. Once with the array still alive,
+// once with the export as the memory's last holder.
+TEST_F(ConsumerStreams, ReleasingAnExportNeverNamesTheConsumerStream) {
+    for (bool array_outlives_export : {true, false}) {
+        SCOPED_TRACE(array_outlives_export ? "the array outlives the export" : "the export is the last holder");
+        const int64_t own = sim::create_stream(0);
+        const int64_t consumer = sim::create_stream(0);
+        auto array = std::make_unique<mtsarray::Array>(
+            array_from_bytes(gpu0, float64(), {64}, to_bytes(std::vector<double>(64, 4.5))));
+        array->set_stream(own);
+        DLManagedTensorVersioned* tensor = export_to(*array, gpu0, consumer);
+        ASSERT_NE(tensor, nullptr);
+        std::vector<double> read(64);
+        sim::enqueue_read(consumer, 0, read.data(), tensor->dl_tensor.data, 64 * sizeof(double));
+        sim::destroy_stream(consumer);  // waits for the read, then the stream is gone
+        EXPECT_EQ(read, std::vector<double>(64, 4.5));
+        if (!array_outlives_export) {
+            array.reset();
+        }
+        tensor->deleter(tensor);
+        array.reset();
+        sim::drain();
+        sim::destroy_stream(own);
+    }
+}
+
+// An export to another device is a copy queued on the consumer's stream
+// there: once the consumer has destroyed that stream, releasing the copy
+// must not name it (nor free on it).
+TEST_F(ConsumerStreams, ReleasingACopiedExportNeverNamesTheConsumerStream) {
+    if (sim::device_count() < 2) {
+        GTEST_SKIP() << "the simulation has one device (MTSARRAY_SIM_DEVICES=1): a copy to another needs two";
+    }
+    const DLDevice gpu1 = {kDLCUDA, 1};
+    const int64_t consumer = sim::create_stream(1);
+    auto array = array_from_bytes(gpu0, float64(), {64}, to_bytes(std::vector<double>(64, -2.0)));
+    DLManagedTensorVersioned* tensor = export_to(array, gpu1, consumer);
+    ASSERT_NE(tensor, nullptr);
+    EXPECT_NE(tensor->flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
+    std::vector<double> read(64);
+    sim::enqueue_read(consumer, 1, read.data(), tensor->dl_tensor.data, 64 * sizeof(double));
+    sim::destroy_stream(consumer);
+    EXPECT_EQ(read, std::vector<double>(64, -2.0)) << "the consumer's stream read the copy after it was made";
+    tensor->deleter(tensor);
+}

@@ -320,13 +320,16 @@ TEST_P(SimulatedStreams, ACopiedExportLivesOnTheConsumerStream) {
     if (!without_a_second_device().empty()) {
         GTEST_SKIP() << without_a_second_device();
     }
+    // the per-thread default stream of device 1: a stream the consumer
+    // made may be gone when it releases the export, a default one never
+    const int64_t per_thread = 2;
     auto array = device_array(iota(4, 3.0), {4}, stream_);
     DLManagedTensorVersioned* tensor = nullptr;
-    ASSERT_EQ(raw(array).as_dlpack(raw(array).ptr, &tensor, gpu1, &device1_, dlpack_version()), MTS_SUCCESS);
-    auto gate = gpu_.hold(device1_, 1);
+    ASSERT_EQ(raw(array).as_dlpack(raw(array).ptr, &tensor, gpu1, &per_thread, dlpack_version()), MTS_SUCCESS);
+    auto gate = gpu_.hold(per_thread, 1);
     std::vector<double> read(4, 0.0);
-    gpu_.copy_to_host(Stream::parse(gpu1, device1_), read.data(), tensor->dl_tensor.data, 32);
-    tensor->deleter(tensor);  // freed on device1_, after the read queued there
+    gpu_.copy_to_host(Stream::parse(gpu1, per_thread), read.data(), tensor->dl_tensor.data, 32);
+    tensor->deleter(tensor);  // freed after the read queued there
     gate.open();
     gpu_.drain();
     EXPECT_TRUE(gpu_.violations().empty());

@@ -272,6 +272,15 @@ StreamState* resolve_locked(const void* handle) {
     }
     auto* stream = static_cast<StreamState*>(const_cast<void*>(handle));
     if (state.streams.count(stream) == 0) {
+        if (std::find(state.retired.begin(), state.retired.end(), stream) != state.retired.end()) {
+            // On a GPU the handle is freed memory: the call may crash (as
+            // a consumer's stream did under CuPy) or act on a stream made
+            // since at the same address. A bug of the caller, made loud.
+            const std::string what = "a runtime call named " + stream->describe() +
+                                     ", which its owner had destroyed (a stream belongs to whoever made it)";
+            state.violations.push_back(what);
+            ADD_FAILURE() << "[simulated GPU] " << what;
+        }
         return nullptr;
     }
     touch_device(stream->device);
