@@ -163,7 +163,10 @@ MTSARRAY_EXPORT mts_status_t mtsarray_from_dlpack(DLManagedTensorVersioned* tens
  * type (see the stream rules above; -1 is the only value CPU arrays take).
  * Work already queued on the previous stream is ordered before later work on
  * the new one (the new stream waits on an event, the host does not block).
- * The caller keeps the stream alive as long as the array uses it.
+ * The caller keeps the stream alive as long as the array uses it: until the
+ * array is destroyed and, when it is destroyed while the stream captures a
+ * graph, until that capture has ended (the free of its memory waits for the
+ * end of the capture, then is queued on the stream).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_set_stream(const mts_array_t* array, int64_t stream);
 
