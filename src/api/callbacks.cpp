@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/array_registry.hpp"
+#include "core/handle_registry.hpp"
 #include "api/c_boundary.hpp"
 #include "api/create_like.hpp"
 #include "api/foreign_call.hpp"

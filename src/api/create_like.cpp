@@ -8,7 +8,7 @@
 #include "base/dlpack_owner.hpp"
 #include "base/dtype.hpp"
 #include "base/error.hpp"
-#include "core/array_registry.hpp"
+#include "core/handle_registry.hpp"
 #include "operations/operations.hpp"
 
 namespace mtsarray::detail {

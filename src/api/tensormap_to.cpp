@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "core/array_registry.hpp"
+#include "core/handle_registry.hpp"
 #include "core/backend_registry.hpp"
 #include "api/callbacks.hpp"
 #include "api/foreign_array.hpp"
