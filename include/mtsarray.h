@@ -408,7 +408,14 @@ MTSARRAY_EXPORT mts_status_t mtsarray_release_cached_memory(DLDevice device);
  * is read once, the first time the count is needed. An environment value
  * that is not a whole number in [1, 4096] makes every host data operation
  * (and mtsarray_get_num_threads) fail with an error naming the variable,
- * until this function sets a count.
+ * until this function sets a count. A host data operation is any call that
+ * reads or writes the elements of an array in host-accessible memory
+ * (kDLCPU, kDLCUDAHost, kDLCUDAManaged, kDLROCMHost), whatever its size
+ * (an empty array, no movement): mtsarray_zeros, mtsarray_full, create,
+ * copy, mtsarray_copy_into, mtsarray_tensormap_to, move_data,
+ * mtsarray_move_plan_create and _execute, swap_axes, and the DLPack imports
+ * and exports that copy (a strided or read-only tensor, an export to
+ * another device). The check comes before any other.
  *
  * Thread safety: may be called at any time from any thread; operations
  * already running keep the threads they started with.
