@@ -158,7 +158,10 @@ constexpr const char* full_doc = R"(A new array filled with ``value``.
 
 :param shape: the dimensions (an int or a sequence of ints).
 :param value: a scalar the dtype can hold exactly (``2.5`` does not fit an
-    int32 array, ``300`` does not fit int8: ``ValueError``).
+    int32 array, ``300`` does not fit int8: ``ValueError``); floating dtypes
+    take it rounded to nearest, but a finite value that would round to
+    infinity (``1e10`` in float16, ``3.4e38`` in bfloat16) is a
+    ``ValueError`` too.
 :param dtype: as in :func:`zeros`; ``None`` takes NumPy's dtype of ``value``
     (bool, int64, float64 or complex128).
 :param device: as in :func:`zeros`.)";

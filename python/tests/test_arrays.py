@@ -1,9 +1,11 @@
 """Making arrays and reading their metadata; every argument error."""
 
 import gc
+import re
 
 import pytest
 from conftest import require
+from dlpack_capsules import element_bits
 
 np = require("numpy")
 mtsarray = require("mtsarray")
@@ -50,6 +52,39 @@ def test_bfloat16_arrays():
         np.from_dlpack(array)
     with pytest.raises(ValueError, match="bfloat16"):
         mtsarray.full(3, 1e39, dtype="bfloat16")
+
+
+def test_bfloat16_fill_values_are_rounded_once_and_never_overflow():
+    # the largest finite bfloat16 is (2 - 2**-7) * 2**127; halfway to 2**128
+    # (and above) rounds to infinity: an error, like float16's overflow
+    largest = (2 - 2**-7) * 2.0**127
+    halfway = (2 - 2**-8) * 2.0**127
+    below_halfway = np.nextafter(halfway, 0.0)
+    cases = [
+        (1.5, 0x3FC0),
+        (-2.0, 0xC000),
+        (largest, 0x7F7F),
+        (-largest, 0xFF7F),
+        (below_halfway, 0x7F7F),  # rounds down: rounding to float32 first would give the halfway tie, then inf
+        (float("inf"), 0x7F80),
+        (float("-inf"), 0xFF80),
+        (2.0**-133, 0x0001),  # the smallest subnormal
+        (2.0**-134, 0x0000),  # half of it: ties to even, zero
+        (3 * 2.0**-135, 0x0001),  # above the tie: the smallest subnormal
+        (1 + 2**-8, 0x3F80),  # a tie, to even
+        (1 + 3 * 2**-8, 0x3F82),  # a tie, to even (up)
+        (True, 0x3F80),
+        (np.float16(0.5), 0x3F00),
+    ]
+    for value, bits in cases:
+        array = mtsarray.full((2,), value, dtype="bfloat16")
+        assert element_bits(array, 2) == [bits, bits], (value, hex(bits))
+    nan = element_bits(mtsarray.full((1,), float("nan"), dtype="bfloat16"), 2)[0]
+    assert nan & 0x7F80 == 0x7F80 and nan & 0x007F != 0
+    for value in [halfway, -halfway, 3.4e38, -3.4e38, 1e39, 2**128, np.float32(3.4e38)]:
+        expected = f"the fill value {value!r} can not be represented in bfloat16"
+        with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
+            mtsarray.full(3, value, dtype="bfloat16")
 
 
 def test_full_with_python_integers_beyond_64_bits():
