@@ -137,9 +137,12 @@ is C-contiguous and writable; otherwise it is copied on the same device.
     with ``__cuda_stream__``, which the array then keeps alive). It is passed
     to the producer, which orders its pending work before it. ``None``: the
     device's default stream (CUDA legacy, ROCm default), the producer's
-    default too.
+    default too. Host memory has no streams: for a producer on the CPU (or
+    pinned memory) only ``None`` and ``-1`` are valid, checked before the
+    producer is asked, which is asked without a stream.
 :raises TypeError: ``x`` does not speak DLPack.
-:raises mtsarray.Error: mtsarray can not hold the data (dtype, device).)";
+:raises mtsarray.Error: mtsarray can not hold the data (dtype, device), a
+    stream that is not one of the producer's device.)";
 
 constexpr const char* zeros_doc = R"(A new array of zeros.
 
