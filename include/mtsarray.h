@@ -415,7 +415,8 @@ MTSARRAY_EXPORT mts_status_t mtsarray_release_cached_memory(DLDevice device);
  * copy, mtsarray_copy_into, mtsarray_tensormap_to, move_data,
  * mtsarray_move_plan_create and _execute, swap_axes, and the DLPack imports
  * and exports that copy (a strided or read-only tensor, an export to
- * another device). The check comes before any other.
+ * another device). The operation checks it before it looks at its
+ * arrays' dtypes, shapes or movements.
  *
  * Thread safety: may be called at any time from any thread; operations
  * already running keep the threads they started with.

@@ -4,8 +4,8 @@
 // mtsarray_set_num_threads has not set a count since): every operation that
 // reads or writes the elements of an array in host-accessible memory fails
 // with the error naming the variable, whatever its size -- no element, no
-// movement -- and whatever its arguments. Each such operation calls
-// check_host_thread_count() first, before any path of its own can return;
+// movement. Each such operation calls check_host_thread_count() first,
+// before it checks anything else and before any path of its own can return;
 // the CPU backend below never asks again (cpu::usable_thread_count() splits
 // its work as one thread would when the count is invalid), so no path can
 // pass a bad count by returning early.

@@ -289,8 +289,13 @@ std::string reason(FailureMessage message) {
     return message == FailureMessage::set ? foreign_message : "the callback failed without saying why";
 }
 
+// What failed, as the message of `role`'s callback in `slot` names it.
+std::string failing_step(FailingSlot slot, const std::string& role) {
+    return slot == FailingSlot::device ? "reading the device of " + role : "exporting " + role + " through DLPack";
+}
+
 // "<context>: <step> failed: <reason>"
-std::string expected_failure(const std::string& context, const char* step, FailureMessage message) {
+std::string expected_failure(const std::string& context, const std::string& step, FailureMessage message) {
     return context + ": " + step + " failed: " + reason(message);
 }
 
@@ -307,11 +312,8 @@ TEST_P(FailingForeignCallbacks, CopyIntoQuotesTheCallbackAndNothingOlder) {
         // the same message every time: no earlier error nested inside
         for (int call = 0; call < 3; call++) {
             EXPECT_EQ(mtsarray_copy_into(&destination.get(), &source), MTS_CALLBACK_ERROR);
-            EXPECT_EQ(last_error(), expected_failure("mtsarray_copy_into",
-                                                     slot == FailingSlot::device
-                                                         ? "reading the device of source"
-                                                         : "exporting source through DLPack",
-                                                     GetParam()));
+            EXPECT_EQ(last_error(),
+                      expected_failure("mtsarray_copy_into", failing_step(slot, "source"), GetParam()));
         }
         source.destroy(source.ptr);
     }
@@ -327,11 +329,8 @@ TEST_P(FailingForeignCallbacks, MovePlanCreateQuotesTheCallbackAndNothingOlder) 
             mtsarray_move_plan_t* plan = nullptr;
             EXPECT_EQ(mtsarray_move_plan_create(&output.get(), &input, &movement, 1, &plan), MTS_CALLBACK_ERROR);
             EXPECT_EQ(plan, nullptr);
-            EXPECT_EQ(last_error(), expected_failure("mtsarray_move_plan_create",
-                                                     slot == FailingSlot::device
-                                                         ? "reading the device of input"
-                                                         : "exporting input through DLPack",
-                                                     GetParam()));
+            EXPECT_EQ(last_error(),
+                      expected_failure("mtsarray_move_plan_create", failing_step(slot, "input"), GetParam()));
         }
         input.destroy(input.ptr);
     }
@@ -365,7 +364,8 @@ TEST_P(FailingForeignCallbacks, TensorMapToQuotesTheCallbackAndNothingOlder) {
         EXPECT_EQ(mtsarray_tensormap_to(tensor, DLDevice{kDLCPU, 0}, -1, &moved), MTS_CALLBACK_ERROR);
         EXPECT_EQ(moved, nullptr);
         EXPECT_EQ(last_error(), expected_failure("mtsarray_tensormap_to",
-                                                 "exporting an array of the TensorMap through DLPack", GetParam()));
+                                                 failing_step(FailingSlot::as_dlpack, "an array of the TensorMap"),
+                                                 GetParam()));
     }
     mts_tensormap_free(tensor);
 }
