@@ -515,8 +515,8 @@ TEST(HostThreads, StridedImportIsBitIdentical) {
 // ---- an invalid count in the environment --------------------------------------
 //
 // MTSARRAY_NUM_THREADS is read once per process: this test runs in a process
-// of its own with MTSARRAY_NUM_THREADS=lots (tests/CMakeLists.txt), and is
-// left out of the other runs. Every host data operation then fails, whatever
+// of its own with MTSARRAY_NUM_THREADS=lots (tests/CMakeLists.txt), and skips
+// in the other runs. Every host data operation then fails, whatever
 // its size, with the variable named; reading and wrapping memory still work.
 
 namespace {
@@ -550,7 +550,7 @@ struct WrappedDoubles {
 TEST(InvalidThreadCountEnvironment, EveryHostDataOperationFailsWhateverItsSize) {
     const char* setting = std::getenv("MTSARRAY_NUM_THREADS");
     if (setting == nullptr || std::string(setting) != "lots") {
-        GTEST_SKIP() << "runs in a process of its own with MTSARRAY_NUM_THREADS=lots";
+        GTEST_SKIP() << "runs in a process of its own with MTSARRAY_NUM_THREADS=lots (ctest: ...in_its_own_process)";
     }
     int32_t count = 0;
     EXPECT_TRUE(fails_for_the_count(mtsarray_get_num_threads(&count), "mtsarray_get_num_threads"));
