@@ -221,6 +221,15 @@ MTSARRAY_EXPORT mts_status_t mtsarray_copy_into(const mts_array_t* destination, 
  * every step, or a training loop gathering batches of one layout, pays the
  * checks (and, on the CPU, the planning of the copy) once instead of at
  * every call.
+ *
+ * Handles: an `mtsarray_move_plan_t*` is a handle, like an array's `ptr`
+ * (see above), never the address of the plan, and is never dereferenced by
+ * the caller. Once a plan is freed, its handle names no plan: a second
+ * `mtsarray_move_plan_free`, or an `mtsarray_move_plan_execute` given it,
+ * fails with "plan was not made by mtsarray_move_plan_create, or was
+ * already freed" and touches nothing, even when newer plans were made
+ * since. The same error answers an array's handle or any other pointer
+ * passed as a plan, which is recognised without being read.
  */
 typedef struct mtsarray_move_plan_t mtsarray_move_plan_t;
 
@@ -278,22 +287,27 @@ MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_create(const mts_array_t* output
  * Thread safety: a plan is never modified by an execution: any number of
  * threads may execute one plan at once, each on its own output.
  *
- * Errors (nothing is written): NULL arguments, an output that is not an
- * mtsarray array, arrays the plan does not accept (another dtype, device,
- * component axes or properties, too few samples), an input whose export
- * fails, an invalid thread count in the environment.
+ * Errors (nothing is written): NULL arguments, a plan that was freed (or
+ * is not a plan), an output that is not an mtsarray array, arrays the plan
+ * does not accept (another dtype, device, component axes or properties,
+ * too few samples), an input whose export fails, an invalid thread count in
+ * the environment.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_execute(const mtsarray_move_plan_t* plan, const mts_array_t* output,
                                                        const mts_array_t* input);
 
 /**
- * Release `plan` (NULL is a no-op), in stream order: a GPU plan's table
- * is given back once every execution queued so far has run (without
- * blocking the caller), so the plan may be freed right after its last
- * execution returns; on host memory executions are finished when they
+ * Release `plan` (NULL is a no-op, as for free()), in stream order: a GPU
+ * plan's table is given back once every execution queued so far has run
+ * (without blocking the caller), so the plan may be freed right after its
+ * last execution returns; on host memory executions are finished when they
  * return. A plan must not be freed while another thread is executing it.
  * A graph that captured one of its executions owns what it reads: it may
  * be launched after the plan is freed.
+ *
+ * Errors: a plan already freed, or anything that is not a plan (see the
+ * handles above); nothing is freed then. Of several threads freeing one
+ * plan at once, exactly one frees it and the others get this error.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_free(mtsarray_move_plan_t* plan);
 
@@ -401,7 +415,15 @@ MTSARRAY_EXPORT mts_status_t mtsarray_release_cached_memory(DLDevice device);
  * is read once, the first time the count is needed. An environment value
  * that is not a whole number in [1, 4096] makes every host data operation
  * (and mtsarray_get_num_threads) fail with an error naming the variable,
- * until this function sets a count.
+ * until this function sets a count. A host data operation is any call that
+ * reads or writes the elements of an array in host-accessible memory
+ * (kDLCPU, kDLCUDAHost, kDLCUDAManaged, kDLROCMHost), whatever its size
+ * (an empty array, no movement): mtsarray_zeros, mtsarray_full, create,
+ * copy, mtsarray_copy_into, mtsarray_tensormap_to, move_data,
+ * mtsarray_move_plan_create and _execute, swap_axes, and the DLPack imports
+ * and exports that copy (a strided or read-only tensor, an export to
+ * another device). The operation checks it before it looks at its
+ * arrays' dtypes, shapes or movements.
  *
  * Thread safety: may be called at any time from any thread; operations
  * already running keep the threads they started with.

@@ -13,7 +13,11 @@
 #   MTSARRAY_FUZZ_SEED      libFuzzer -seed (default 1: reproducible runs)
 #   MTSARRAY_FUZZ_WORK      corpus and artifact folder (default BUILD_DIR/fuzz-work)
 #   MTSARRAY_FUZZ_TARGETS   targets to run (default "move-data from-dlpack
-#                           move-data-mutating python-from-dlpack")
+#                           move-data-mutating foreign-callbacks
+#                           python-from-dlpack"); a target named
+#                           <target>+invalid-threads runs <target> with
+#                           MTSARRAY_NUM_THREADS=lots (the default list has
+#                           move-data and foreign-callbacks so)
 #   MTSARRAY_FUZZ_PYTHON_RUNS  capsules of python-from-dlpack (default 3000)
 #
 # python-from-dlpack is python/tests/fuzz_dlpack_capsules.py: hand-made
@@ -72,12 +76,20 @@ run_python_fuzzer() {
     fi
 }
 
-for target in ${MTSARRAY_FUZZ_TARGETS:-move-data from-dlpack move-data-mutating python-from-dlpack}; do
+default_targets="move-data from-dlpack move-data-mutating foreign-callbacks python-from-dlpack
+    move-data+invalid-threads foreign-callbacks+invalid-threads"
+for target in ${MTSARRAY_FUZZ_TARGETS:-$default_targets}; do
     if [[ "$target" == python-from-dlpack ]]; then
         run_python_fuzzer
         continue
     fi
-    binary="$build_dir/tests/fuzz/mtsarray-fuzz-$target"
+    # <binary>+invalid-threads: the same target in a process whose
+    # environment has an invalid thread count
+    environment=()
+    if [[ "$target" == *+invalid-threads ]]; then
+        environment=(MTSARRAY_NUM_THREADS=lots)
+    fi
+    binary="$build_dir/tests/fuzz/mtsarray-fuzz-${target%+invalid-threads}"
     [[ -x "$binary" ]] || die "$binary not found: configure with -DMTSARRAY_BUILD_FUZZERS=ON"
     corpus="$work/$target/corpus"
     artifacts="$work/$target/artifacts/"
@@ -95,7 +107,7 @@ for target in ${MTSARRAY_FUZZ_TARGETS:-move-data from-dlpack move-data-mutating 
     fi
     log_file="$work/$target/fuzz.log"
     set +e
-    "$binary" "${local_args[@]}" "$corpus" >"$log_file" 2>&1
+    env "${environment[@]}" "$binary" "${local_args[@]}" "$corpus" >"$log_file" 2>&1
     result=$?
     set -e
     tail -n 15 "$log_file"

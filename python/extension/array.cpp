@@ -669,6 +669,41 @@ bool import_through_exchange_api(nb::handle object, nb::handle stream, const DLP
     return true;
 }
 
+/// Memory the host computes on synchronously (the CPU, pinned memory): it
+/// has no streams, and DLPack asks its producers for stream=None.
+bool has_no_streams(DLDeviceType type) {
+    return type == kDLCPU || type == kDLCUDAHost || type == kDLROCMHost;
+}
+
+/// The stream a caller asks of a producer of such memory, checked before
+/// the producer is asked anything (NumPy >= 2.3 refuses every stream but
+/// None, with an error of its own): the library's rule for `device`, that
+/// of mtsarray_set_stream, applied to an empty array wrapped there, and
+/// its message.
+void check_stream_for_host_producer(DLDevice device, int64_t number) {
+    const uintptr_t shape[] = {0};
+    mts_array_t probe = {};
+    mts_status_t status = mtsarray_wrap(nullptr, device, DLDataType{kDLUInt, 8, 1}, shape, 1, nullptr, nullptr,
+                                        &probe);
+    if (status == MTS_SUCCESS) {
+        status = mtsarray_set_stream(&probe, number);
+    }
+    std::string message;
+    if (status != MTS_SUCCESS) {
+        const char* text = nullptr;
+        mts_last_error(&text, nullptr, nullptr);
+        message = text == nullptr ? "" : text;
+    }
+    if (probe.destroy != nullptr) {
+        probe.destroy(probe.ptr);
+    }
+    if (status != MTS_SUCCESS) {
+        // "mtsarray_set_stream: <why>" is this call's error
+        const auto colon = message.find(": ");
+        raise_error("from_dlpack: " + (colon == std::string::npos ? message : message.substr(colon + 2)));
+    }
+}
+
 }  // namespace
 
 Array from_dlpack(nb::handle object, nb::handle stream) {
@@ -684,9 +719,20 @@ Array from_dlpack(nb::handle object, nb::handle stream) {
 
     nb::object number;  // the stream number the producer orders its work on
     if (!stream.is_none()) {
-        if (is_stream_object(stream)) {
+        nb::object device;
+        if (!PyCapsule_CheckExact(object.ptr()) && nb::hasattr(object, "__dlpack_device__")) {
+            device = object.attr("__dlpack_device__")();
+        }
+        const DLDeviceType type = device.is_valid() ? parse_device_type(device[0]) : kDLExtDev;
+        if (device.is_valid() && has_no_streams(type)) {
+            // checked here; the producer is asked without a stream
+            check_stream_for_host_producer(DLDevice{type, nb::cast<int32_t>(device[1])},
+                                           stream_number(stream, type));
+        } else if (is_stream_object(stream)) {
             // a stream object's default-stream handle needs the device type
-            nb::object device = object.attr("__dlpack_device__")();
+            if (!device.is_valid()) {
+                device = object.attr("__dlpack_device__")();
+            }
             number = nb::int_(stream_number(stream, parse_device_type(device[0])));
         } else {
             number = nb::borrow(stream);

@@ -3,6 +3,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -32,12 +33,30 @@ bool truthy(nb::handle value) {
     return result != 0;
 }
 
-/// bfloat16 bits of `value`, rounded to nearest even (NaN stays NaN).
-uint16_t to_bfloat16(float value) {
-    uint32_t bits = 0;
-    std::memcpy(&bits, &value, sizeof(bits));
+constexpr uint16_t bfloat16_exponent_bits = 0x7F80;
+
+/// bfloat16 bits of `value`, rounded once to nearest even (NaN stays NaN,
+/// quiet): through float32 rounded to odd (towards zero, its last bit set
+/// when anything was dropped), which float32's 16 extra bits make exact.
+/// Rounding to nearest float32 first would round twice: a double just below
+/// the halfway point between the largest finite bfloat16 and 2^128 becomes
+/// that halfway point in float32, which then rounds to infinity.
+uint16_t to_bfloat16(double value) {
+    const uint16_t sign = std::signbit(value) ? 0x8000 : 0;
     if (std::isnan(value)) {
-        return static_cast<uint16_t>((bits >> 16) | 0x0040);
+        return static_cast<uint16_t>(sign | bfloat16_exponent_bits | 0x0040);
+    }
+    if (std::fabs(value) > static_cast<double>(std::numeric_limits<float>::max())) {
+        return static_cast<uint16_t>(sign | bfloat16_exponent_bits);  // past the halfway point: infinity
+    }
+    float narrowed = static_cast<float>(value);
+    if (std::fabs(static_cast<double>(narrowed)) > std::fabs(value)) {
+        narrowed = std::nextafter(narrowed, 0.0f);
+    }
+    uint32_t bits = 0;
+    std::memcpy(&bits, &narrowed, sizeof(bits));
+    if (static_cast<double>(narrowed) != value) {
+        bits |= 1;
     }
     bits += 0x7FFF + ((bits >> 16) & 1);
     return static_cast<uint16_t>(bits >> 16);
@@ -86,6 +105,18 @@ std::vector<unsigned char> element_bytes(nb::handle value, DLDataType dtype) {
         source = source.attr("real");
         source_kind = "f";
     }
+    if (bfloat16) {
+        // NumPy has no bfloat16: rounded here, from the double, and checked
+        // after the rounding, where an overflow to infinity shows
+        const double number = nb::cast<double>(np.attr("float64")(source));
+        const uint16_t bits = to_bfloat16(number);
+        if (std::isfinite(number) && (bits & bfloat16_exponent_bits) == bfloat16_exponent_bits) {
+            not_representable();
+        }
+        std::vector<unsigned char> bytes(sizeof(bits));
+        std::memcpy(bytes.data(), &bits, sizeof(bits));
+        return bytes;
+    }
     if (target_kind == "b" || target_kind == "i" || target_kind == "u") {
         // integers and bools take exact integers in their range only
         nb::object exact;
@@ -125,12 +156,6 @@ std::vector<unsigned char> element_bytes(nb::handle value, DLDataType dtype) {
         if (finite_before && !finite_after) {
             not_representable();
         }
-    }
-    if (bfloat16) {
-        const uint16_t bits = to_bfloat16(nb::cast<float>(converted.attr("item")()));
-        std::vector<unsigned char> bytes(sizeof(bits));
-        std::memcpy(bytes.data(), &bits, sizeof(bits));
-        return bytes;
     }
     nb::bytes bytes = nb::cast<nb::bytes>(converted.attr("tobytes")());
     const auto* data = static_cast<const unsigned char*>(bytes.data());

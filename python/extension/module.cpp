@@ -137,9 +137,12 @@ is C-contiguous and writable; otherwise it is copied on the same device.
     with ``__cuda_stream__``, which the array then keeps alive). It is passed
     to the producer, which orders its pending work before it. ``None``: the
     device's default stream (CUDA legacy, ROCm default), the producer's
-    default too.
+    default too. Host memory has no streams: for a producer on the CPU (or
+    pinned memory) only ``None`` and ``-1`` are valid, checked before the
+    producer is asked, which is asked without a stream.
 :raises TypeError: ``x`` does not speak DLPack.
-:raises mtsarray.Error: mtsarray can not hold the data (dtype, device).)";
+:raises mtsarray.Error: mtsarray can not hold the data (dtype, device), a
+    stream that is not one of the producer's device.)";
 
 constexpr const char* zeros_doc = R"(A new array of zeros.
 
@@ -158,7 +161,10 @@ constexpr const char* full_doc = R"(A new array filled with ``value``.
 
 :param shape: the dimensions (an int or a sequence of ints).
 :param value: a scalar the dtype can hold exactly (``2.5`` does not fit an
-    int32 array, ``300`` does not fit int8: ``ValueError``).
+    int32 array, ``300`` does not fit int8: ``ValueError``); floating dtypes
+    take it rounded to nearest, but a finite value that would round to
+    infinity (``1e10`` in float16, ``3.4e38`` in bfloat16) is a
+    ``ValueError`` too.
 :param dtype: as in :func:`zeros`; ``None`` takes NumPy's dtype of ``value``
     (bool, int64, float64 or complex128).
 :param device: as in :func:`zeros`.)";

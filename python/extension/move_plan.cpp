@@ -8,7 +8,7 @@ MovePlan::MovePlan(const Array& output, const Array& input, nb::handle movements
     : plan_(output.create_move_plan(input, movements)) {}
 
 MovePlan::~MovePlan() {
-    (void)mtsarray_move_plan_free(plan_);  // never fails
+    (void)mtsarray_move_plan_free(plan_);  // its own live handle (or NULL): never fails
 }
 
 void MovePlan::execute(Array& output, const Array& input) const {

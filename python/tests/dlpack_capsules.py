@@ -87,3 +87,23 @@ class Capsule:
 
     def _count(self, _tensor):
         self.deleted += 1
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def element_bits(producer, bytes_per_element):
+    """The elements of a C-contiguous host array as unsigned integers of
+    ``bytes_per_element`` bytes, read through its DLPack export: for dtypes
+    NumPy does not know (bfloat16). The capsule is left unconsumed, so its
+    destructor gives the export back."""
+    capsule = producer.__dlpack__(max_version=(1, 0))
+    managed = ctypes.cast(_capsule_pointer(capsule, VERSIONED_NAME), ctypes.POINTER(DLManagedTensorVersioned))
+    tensor = managed.contents.dl_tensor
+    count = 1
+    for axis in range(tensor.ndim):
+        count *= tensor.shape[axis]
+    raw = ctypes.string_at(tensor.data + tensor.byte_offset, count * bytes_per_element)
+    return [int.from_bytes(raw[i:i + bytes_per_element], "little") for i in range(0, len(raw), bytes_per_element)]

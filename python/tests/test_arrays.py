@@ -1,9 +1,14 @@
 """Making arrays and reading their metadata; every argument error."""
 
+import fractions
 import gc
+import math
+import re
+import struct
 
 import pytest
 from conftest import require
+from dlpack_capsules import element_bits
 
 np = require("numpy")
 mtsarray = require("mtsarray")
@@ -50,6 +55,117 @@ def test_bfloat16_arrays():
         np.from_dlpack(array)
     with pytest.raises(ValueError, match="bfloat16"):
         mtsarray.full(3, 1e39, dtype="bfloat16")
+
+
+def test_bfloat16_fill_values_are_rounded_once_and_never_overflow():
+    # the largest finite bfloat16 is (2 - 2**-7) * 2**127; halfway to 2**128
+    # (and above) rounds to infinity: an error, like float16's overflow
+    largest = (2 - 2**-7) * 2.0**127
+    halfway = (2 - 2**-8) * 2.0**127
+    below_halfway = np.nextafter(halfway, 0.0)
+    cases = [
+        (1.5, 0x3FC0),
+        (-2.0, 0xC000),
+        (largest, 0x7F7F),
+        (-largest, 0xFF7F),
+        (below_halfway, 0x7F7F),  # rounds down: rounding to float32 first would give the halfway tie, then inf
+        (float("inf"), 0x7F80),
+        (float("-inf"), 0xFF80),
+        (2.0**-133, 0x0001),  # the smallest subnormal
+        (2.0**-134, 0x0000),  # half of it: ties to even, zero
+        (3 * 2.0**-135, 0x0001),  # above the tie: the smallest subnormal
+        (1 + 2**-8, 0x3F80),  # a tie, to even
+        (1 + 3 * 2**-8, 0x3F82),  # a tie, to even (up)
+        (True, 0x3F80),
+        (np.float16(0.5), 0x3F00),
+    ]
+    for value, bits in cases:
+        array = mtsarray.full((2,), value, dtype="bfloat16")
+        assert element_bits(array, 2) == [bits, bits], (value, hex(bits))
+    nan = element_bits(mtsarray.full((1,), float("nan"), dtype="bfloat16"), 2)[0]
+    assert nan & 0x7F80 == 0x7F80 and nan & 0x007F != 0
+    for value in [halfway, -halfway, 3.4e38, -3.4e38, 1e39, 2**128, np.float32(3.4e38)]:
+        expected = f"the fill value {value!r} can not be represented in bfloat16"
+        with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
+            mtsarray.full(3, value, dtype="bfloat16")
+
+
+def _bfloat16_reference(value):
+    """The bits of the bfloat16 nearest to the float ``value`` (ties to even),
+    computed exactly with fractions; None when that is an overflow of a
+    finite value."""
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return 0x7F80 | (0x8000 if value < 0 else 0)
+    sign = 0x8000 if math.copysign(1.0, value) < 0 else 0
+    exact = abs(fractions.Fraction(value))
+    if exact == 0:
+        return sign
+    exponent = max(math.floor(math.log2(exact)), -126)
+    while fractions.Fraction(2) ** exponent > exact and exponent > -126:  # log2 may round up
+        exponent -= 1
+    ulp = fractions.Fraction(2) ** (exponent - 7)
+    steps = round(exact / ulp)  # Fraction rounds half to even
+    rounded = steps * ulp
+    if rounded >= fractions.Fraction(2) ** 128:
+        return None
+    return sign | (struct.unpack("<I", struct.pack("<f", float(rounded)))[0] >> 16)
+
+
+def _edge_values(rng, largest, halfway, smallest_subnormal):
+    """Values at a floating dtype's edges, and random ones around them."""
+    values = [largest, -largest, halfway, -halfway, np.nextafter(halfway, 0.0), np.nextafter(halfway, np.inf),
+              smallest_subnormal, smallest_subnormal / 2, smallest_subnormal * 1.5, -smallest_subnormal,
+              np.nextafter(smallest_subnormal / 2, 0.0), np.nextafter(smallest_subnormal / 2, 1.0),
+              float("nan"), float("inf"), float("-inf"), 0.0, -0.0]
+    for edge in (largest, halfway, smallest_subnormal):
+        values += [float(edge * (1 + k * 2.0**-52)) for k in rng.integers(-64, 64, size=40)]
+    values += [float(v) for v in np.exp2(rng.uniform(-160, 130, size=300)) * rng.choice([-1, 1], size=300)]
+    return values
+
+
+def test_full_at_every_floating_dtype_edge():
+    # a seeded sweep of every floating dtype's edges: the largest finite
+    # value, the first value that rounds to infinity (the halfway point
+    # above it), NaN, the subnormals; against NumPy's conversion, and an
+    # exact reference for bfloat16
+    rng = np.random.default_rng(2024)
+    for dtype in ["float16", "float32"]:
+        info = np.finfo(dtype)
+        largest = float(info.max)
+        halfway = largest + float(info.max - np.nextafter(info.max, np.float64(0).astype(dtype))) / 2
+        for value in _edge_values(rng, largest, halfway, float(info.smallest_subnormal)):
+            with np.errstate(over="ignore"):
+                expected = np.asarray(value, dtype=dtype)
+            if math.isfinite(value) and not np.isfinite(expected):
+                with pytest.raises(ValueError, match=f"can not be represented in {dtype}"):
+                    mtsarray.full(1, value, dtype=dtype)
+                continue
+            result = np.asarray(mtsarray.full(1, value, dtype=dtype))[0]
+            if math.isnan(value):
+                assert np.isnan(result)
+            else:
+                assert result.tobytes() == expected.tobytes(), (dtype, value)
+    for value in _edge_values(rng, (2 - 2**-7) * 2.0**127, (2 - 2**-8) * 2.0**127, 2.0**-133):
+        expected = _bfloat16_reference(value)
+        if expected is None:
+            with pytest.raises(ValueError, match="can not be represented in bfloat16"):
+                mtsarray.full(1, value, dtype="bfloat16")
+            continue
+        bits = element_bits(mtsarray.full(1, value, dtype="bfloat16"), 2)[0]
+        if expected == "nan":
+            assert bits & 0x7F80 == 0x7F80 and bits & 0x007F != 0
+        else:
+            assert bits == expected, (value, hex(bits), hex(expected))
+    # float64: the first Python integer that rounds to infinity is the
+    # halfway point above the largest double
+    largest = 2**1024 - 2**971
+    halfway = 2**1024 - 2**970
+    assert np.asarray(mtsarray.full(1, halfway - 1, dtype="float64"))[0] == float(largest)
+    for value in [halfway, -halfway]:
+        with pytest.raises(ValueError, match="can not be represented in float64"):
+            mtsarray.full(1, value, dtype="float64")
 
 
 def test_full_with_python_integers_beyond_64_bits():

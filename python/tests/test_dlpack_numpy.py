@@ -8,6 +8,7 @@ views, lifetimes, the protocol's arguments and its capsule rules.
 
 import ctypes
 import gc
+import re
 
 import pytest
 from conftest import require
@@ -316,14 +317,42 @@ def test_numpy_dtypes_dlpack_can_not_carry(dtype):
         mtsarray.from_dlpack(values)
 
 
+class _RecordingHostProducer:
+    """NumPy's data behind a producer that records what from_dlpack asks of it."""
+
+    def __init__(self, values):
+        self.values = values
+        self.calls = []
+
+    def __dlpack_device__(self):
+        return self.values.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        self.calls.append(kwargs)
+        return self.values.__dlpack__(**kwargs)
+
+
 def test_streams_passed_to_a_host_producer():
-    # NumPy only takes stream=None; mtsarray refuses GPU stream numbers on the CPU
-    with pytest.raises(RuntimeError, match="stream"):
-        mtsarray.from_dlpack(np.zeros(3), stream=1)
-    with pytest.raises(mtsarray.Error, match="stream"):
-        mtsarray.from_dlpack(mtsarray.zeros(3), stream=5)
-    array = mtsarray.from_dlpack(mtsarray.zeros(3), stream=-1)
-    assert array.stream == -1
+    # mtsarray checks the stream against the producer's device before it asks
+    # the producer anything, and gives its own error, whatever the producer
+    # (NumPy >= 2.3 refuses every stream but None, in its own words)
+    recording = _RecordingHostProducer(np.zeros(3))
+    for producer in [np.zeros(3), mtsarray.zeros(3), recording]:
+        for stream in [0, 1, 2, 5]:
+            expected = (f"from_dlpack: invalid DLPack stream number {stream} for cpu: cpu memory has no streams, "
+                        "only -1 (or NULL) is valid")
+            with pytest.raises(mtsarray.Error, match=f"^{re.escape(expected)}$"):
+                mtsarray.from_dlpack(producer, stream=stream)
+    assert recording.calls == []
+
+    # -1 (no synchronisation) is valid on the CPU; a host producer is asked
+    # without a stream, as DLPack wants of CPU producers
+    recording = _RecordingHostProducer(np.arange(3.0))
+    for producer in [np.arange(3.0), mtsarray.from_dlpack(np.arange(3.0)), recording]:
+        array = mtsarray.from_dlpack(producer, stream=-1)
+        assert array.stream == -1
+        np.testing.assert_array_equal(np.asarray(array), [0.0, 1.0, 2.0])
+    assert len(recording.calls) == 1 and "stream" not in recording.calls[0]
 
 
 class _RecordingGpuProducer:

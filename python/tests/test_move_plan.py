@@ -158,6 +158,44 @@ def test_copy_from_numpy_arrays():
         destination.copy_from(values.astype(np.int64))
 
 
+def test_a_plan_is_freed_once_and_never_used_after():
+    # the plan is its object's: it can not be made twice over (which would
+    # drop the first one unfreed), used before it is made, or freed by hand
+    input = mtsarray.from_dlpack(np.arange(6.0).reshape(3, 2))
+    output = mtsarray.zeros((3, 2))
+    plan = mtsarray.MovePlan(output, input, [(0, 2, 0, 0, 2)])
+    with pytest.warns(RuntimeWarning, match="already-initialized"), pytest.raises(TypeError):
+        plan.__init__(output, input, [(2, 0, 0, 0, 2)])
+    plan(output, input)
+    np.testing.assert_array_equal(np.asarray(output), [[0.0, 0.0], [0.0, 0.0], [0.0, 1.0]])
+    blank = mtsarray.MovePlan.__new__(mtsarray.MovePlan)
+    with pytest.warns(RuntimeWarning, match="uninitialized"), pytest.raises(TypeError):
+        blank(output, input)
+    del blank
+    assert not hasattr(plan, "free") and not hasattr(plan, "close")
+
+    # plans made and dropped on several threads at once, executed meanwhile
+    errors = []
+
+    def make_and_drop():
+        try:
+            for _ in range(200):
+                own = mtsarray.zeros((3, 2))
+                made = mtsarray.MovePlan(own, input, [(1, 0, 0, 0, 2)])
+                made(own, input)
+                assert np.asarray(own)[0].tolist() == [2.0, 3.0]
+                del made
+        except Exception as error:  # noqa: BLE001 (reported below)
+            errors.append(error)
+
+    threads = [threading.Thread(target=make_and_drop) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
 def test_num_threads():
     before = mtsarray.get_num_threads()
     try:

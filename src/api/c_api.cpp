@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/installed_allocator.hpp"
-#include "core/array_registry.hpp"
+#include "core/handle_registry.hpp"
 #include "core/backend_registry.hpp"
 #include "api/c_boundary.hpp"
 #include "api/callbacks.hpp"

@@ -9,12 +9,6 @@
 
 namespace mtsarray::detail {
 
-std::string last_error_message() {
-    const char* message = nullptr;
-    mts_last_error(&message, nullptr, nullptr);
-    return message == nullptr ? "unknown error" : message;
-}
-
 void check_not_null(const void* pointer, const char* name) {
     MTSARRAY_EXPECTS(pointer != nullptr, std::string(name) + " is NULL");
 }

@@ -22,10 +22,6 @@ constexpr const char* error_origin = "mtsarray";
 /// `context` ("mtsarray_zeros", "move_data on float64 array [3, 4] on cpu").
 mts_status_t set_last_error_from_current_exception(const std::string& context) noexcept;
 
-/// The message of the last error set on this thread (by libmetatensor or a
-/// callback of another library we called), for wrapping into our own.
-std::string last_error_message();
-
 /// Throws Error("<name> is NULL") for a NULL pointer argument.
 void check_not_null(const void* pointer, const char* name);
 

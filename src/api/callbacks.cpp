@@ -7,9 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "core/array_registry.hpp"
+#include "core/handle_registry.hpp"
 #include "api/c_boundary.hpp"
 #include "api/create_like.hpp"
+#include "api/foreign_call.hpp"
 #include "base/error.hpp"
 #include "operations/operations.hpp"
 
@@ -139,12 +140,8 @@ mts_data_origin_t data_origin() {
     // registered once, thread-safe (static initialisation)
     static const mts_data_origin_t registered = [] {
         mts_data_origin_t value = 0;
-        if (mts_register_data_origin("mtsarray", &value) != MTS_SUCCESS) {
-            const char* message = nullptr;
-            mts_last_error(&message, nullptr, nullptr);
-            throw Error(std::string("could not register the 'mtsarray' data origin: ") +
-                        (message ? message : "unknown error"));
-        }
+        call_foreign("registering the 'mtsarray' data origin",
+                     [&] { return mts_register_data_origin("mtsarray", &value); });
         return value;
     }();
     return registered;

@@ -2,13 +2,13 @@
 
 #include <string>
 
-#include "api/c_boundary.hpp"
 #include "api/callbacks.hpp"
+#include "api/foreign_call.hpp"
 #include "base/device.hpp"
 #include "base/dlpack_owner.hpp"
 #include "base/dtype.hpp"
 #include "base/error.hpp"
-#include "core/array_registry.hpp"
+#include "core/handle_registry.hpp"
 #include "operations/operations.hpp"
 
 namespace mtsarray::detail {
@@ -52,11 +52,12 @@ std::unique_ptr<Array> create_like(const Array& prototype, Shape shape,
 
     DLManagedTensorVersioned* tensor = nullptr;
     const DLPackVersion version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-    auto status = fill_value.as_dlpack(fill_value.ptr, &tensor, cpu_device(), nullptr, version);
-    DLPackOwner tensor_owner(tensor);
-    if (status != MTS_SUCCESS) {
-        throw Error("could not read fill_value on the CPU through its as_dlpack: " + last_error_message());
-    }
+    DLPackOwner tensor_owner(nullptr);
+    call_foreign("reading fill_value on the CPU through its as_dlpack", [&] {
+        const auto status = fill_value.as_dlpack(fill_value.ptr, &tensor, cpu_device(), nullptr, version);
+        tensor_owner.adopt(tensor);  // a failing export may still have handed a tensor out
+        return status;
+    });
     MTSARRAY_EXPECTS(tensor != nullptr, "fill_value's as_dlpack returned a NULL tensor");
     MTSARRAY_EXPECTS(tensor->version.major == DLPACK_MAJOR_VERSION,
                      "fill_value's DLPack tensor has version " + std::to_string(tensor->version.major) +

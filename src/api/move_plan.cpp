@@ -10,17 +10,32 @@
 #include "api/callbacks.hpp"
 #include "api/foreign_array.hpp"
 #include "base/error.hpp"
-#include "core/array_registry.hpp"
+#include "core/handle_registry.hpp"
 #include "operations/move_plan.hpp"
 
-/// The opaque type of mtsarray.h.
-struct mtsarray_move_plan_t : mtsarray::detail::ReusableMovePlan {
-    using ReusableMovePlan::ReusableMovePlan;
-};
+// An mtsarray_move_plan_t* is a handle (core/handle_registry.hpp), never
+// the plan's address: a plan freed twice, used after its free, or any
+// other pointer passed as a plan is found to be no plan, and refused,
+// without being read. mtsarray_move_plan_t itself is never defined.
 
 using namespace mtsarray::detail;
 
 namespace {
+
+constexpr const char* not_a_plan = "plan was not made by mtsarray_move_plan_create, or was already freed";
+
+mtsarray_move_plan_t* register_plan(std::unique_ptr<ReusableMovePlan> plan) {
+    auto* handle = static_cast<mtsarray_move_plan_t*>(register_handle(plan.get(), HandleKind::move_plan));
+    plan.release();  // the registry's from now on, until mtsarray_move_plan_free
+    return handle;
+}
+
+const ReusableMovePlan& plan_of(const mtsarray_move_plan_t* handle) {
+    check_not_null(handle, "plan");
+    const auto* plan = static_cast<const ReusableMovePlan*>(find_handle(handle, HandleKind::move_plan));
+    MTSARRAY_EXPECTS(plan != nullptr, not_a_plan);
+    return *plan;
+}
 
 auto context(const char* function) {
     return [function]() { return std::string(function); };
@@ -50,8 +65,8 @@ void with_input(const mts_array_t* input, Body&& body) {
 
 // The call of every step, on two arrays of ours. False when an argument is
 // NULL or not one of ours.
-bool execute_on_ours(const mtsarray_move_plan_t* plan, const mts_array_t* output,
-                                      const mts_array_t* input) {
+bool execute_on_ours(const mtsarray_move_plan_t* handle, const mts_array_t* output, const mts_array_t* input) {
+    const auto* plan = static_cast<const ReusableMovePlan*>(find_handle(handle, HandleKind::move_plan));
     Array* destination = output != nullptr ? find_mtsarray(*output) : nullptr;
     const Array* source = input != nullptr ? find_mtsarray(*input) : nullptr;
     if (plan == nullptr || destination == nullptr || source == nullptr) {
@@ -72,7 +87,7 @@ mts_status_t mtsarray_move_plan_create(const mts_array_t* output, const mts_arra
         check_not_null(plan, "plan");
         const Array& destination = output_of(output);
         with_input(input, [&](const Array& source) {
-            *plan = std::make_unique<mtsarray_move_plan_t>(destination, source, movements, movements_count).release();
+            *plan = register_plan(std::make_unique<ReusableMovePlan>(destination, source, movements, movements_count));
         });
     });
 }
@@ -83,14 +98,22 @@ mts_status_t mtsarray_move_plan_execute(const mtsarray_move_plan_t* plan, const 
         if (execute_on_ours(plan, output, input)) {
             return;
         }
-        check_not_null(plan, "plan");
+        const ReusableMovePlan& checked_plan = plan_of(plan);
         Array& checked_destination = output_of(output);
-        with_input(input, [&](const Array& foreign) { plan->execute(checked_destination, foreign); });
+        with_input(input, [&](const Array& foreign) { checked_plan.execute(checked_destination, foreign); });
     });
 }
 
 mts_status_t mtsarray_move_plan_free(mtsarray_move_plan_t* plan) {
-    return guard(context("mtsarray_move_plan_free"), [&] { delete plan; });
+    return guard(context("mtsarray_move_plan_free"), [&] {
+        if (plan == nullptr) {
+            return;  // like free(NULL)
+        }
+        // of two threads freeing one plan, one gets it, the other an error
+        auto* freed = static_cast<ReusableMovePlan*>(unregister_handle(plan, HandleKind::move_plan));
+        MTSARRAY_EXPECTS(freed != nullptr, not_a_plan);
+        delete freed;
+    });
 }
 
 }  // extern "C"

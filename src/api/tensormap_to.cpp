@@ -3,11 +3,11 @@
 #include <string>
 #include <vector>
 
-#include "core/array_registry.hpp"
+#include "core/handle_registry.hpp"
 #include "core/backend_registry.hpp"
-#include "api/c_boundary.hpp"
 #include "api/callbacks.hpp"
 #include "api/foreign_array.hpp"
+#include "api/foreign_call.hpp"
 #include "base/device.hpp"
 #include "base/error.hpp"
 #include "operations/operations.hpp"
@@ -15,20 +15,6 @@
 namespace mtsarray::detail {
 
 namespace {
-
-void check_status(mts_status_t status, const char* what) {
-    if (status != MTS_SUCCESS) {
-        throw Error(std::string(what) + " failed: " + last_error_message());
-    }
-}
-
-template <typename Pointer>
-Pointer* check_pointer(Pointer* pointer, const char* what) {
-    if (pointer == nullptr) {
-        throw Error(std::string(what) + " failed: " + last_error_message());
-    }
-    return pointer;
-}
 
 // Owners for the libmetatensor objects we create along the way.
 struct LabelsOwner {
@@ -65,11 +51,11 @@ std::unique_ptr<Array> array_to(const mts_array_t& source, const Stream& stream)
 const mts_labels_t* labels_to(const mts_labels_t* labels, const Stream& stream) {
     const char* const* names = nullptr;
     uintptr_t names_count = 0;
-    check_status(mts_labels_dimensions(labels, &names, &names_count), "mts_labels_dimensions");
+    call_foreign("mts_labels_dimensions", [&] { return mts_labels_dimensions(labels, &names, &names_count); });
     const int32_t* values = nullptr;
     uintptr_t count = 0;
     uintptr_t size = 0;
-    check_status(mts_labels_values_cpu(labels, &values, &count, &size), "mts_labels_values_cpu");
+    call_foreign("mts_labels_values_cpu", [&] { return mts_labels_values_cpu(labels, &values, &count, &size); });
 
     // libmetatensor keeps the values on the CPU: copy them from there
     // (no round trip through another array) and keep the host mirror
@@ -79,13 +65,14 @@ const mts_labels_t* labels_to(const mts_labels_t* labels, const Stream& stream) 
         int32, Shape{count, size}, Stream::default_for(cpu_device()));
     auto moved = copy_to_device(*view, stream.device(), &stream);
     // the entries of existing Labels are unique already
-    return check_pointer(mts_labels_assume_unique(names, names_count, into_mts_array(std::move(moved))),
-                         "mts_labels_assume_unique");
+    mts_array_t moved_values = into_mts_array(std::move(moved));
+    return call_foreign_for_pointer("mts_labels_assume_unique",
+                                    [&] { return mts_labels_assume_unique(names, names_count, moved_values); });
 }
 
 mts_block_t* block_to(mts_block_t* block, const Stream& stream) {
     mts_array_t values = {};
-    check_status(mts_block_data(block, &values), "mts_block_data");
+    call_foreign("mts_block_data", [&] { return mts_block_data(block, &values); });
     auto moved_values = array_to(values, stream);
     const auto axes = moved_values->shape().size();
     MTSARRAY_EXPECTS(axes >= 2, "a block's values must have at least two axes");
@@ -93,7 +80,8 @@ mts_block_t* block_to(mts_block_t* block, const Stream& stream) {
     std::vector<LabelsOwner> labels(axes);
     for (size_t axis = 0; axis < axes; axis++) {
         LabelsOwner original;
-        original.labels = check_pointer(mts_block_labels(block, axis), "mts_block_labels");
+        original.labels =
+            call_foreign_for_pointer("mts_block_labels", [&] { return mts_block_labels(block, axis); });
         labels[axis].labels = labels_to(original.labels, stream);
     }
     std::vector<const mts_labels_t*> components;
@@ -102,20 +90,24 @@ mts_block_t* block_to(mts_block_t* block, const Stream& stream) {
     }
 
     BlockOwner result;
-    result.block = check_pointer(mts_block(into_mts_array(std::move(moved_values)), labels.front().labels,
-                                           components.data(), components.size(), labels.back().labels),
-                                 "mts_block");
+    const mts_array_t values_array = into_mts_array(std::move(moved_values));
+    result.block = call_foreign_for_pointer("mts_block", [&] {
+        return mts_block(values_array, labels.front().labels, components.data(), components.size(),
+                         labels.back().labels);
+    });
 
     const char* const* parameters = nullptr;
     uintptr_t parameters_count = 0;
-    check_status(mts_block_gradients_list(block, &parameters, &parameters_count), "mts_block_gradients_list");
+    call_foreign("mts_block_gradients_list",
+                 [&] { return mts_block_gradients_list(block, &parameters, &parameters_count); });
     for (uintptr_t i = 0; i < parameters_count; i++) {
         mts_block_t* gradient = nullptr;
-        check_status(mts_block_gradient(block, parameters[i], &gradient), "mts_block_gradient");
+        call_foreign("mts_block_gradient", [&] { return mts_block_gradient(block, parameters[i], &gradient); });
         // like metatensor's own C++ API: the gradient is the parent's from
         // the call on, whether it succeeds or not
-        check_status(mts_block_add_gradient(result.block, parameters[i], block_to(gradient, stream)),
-                     "mts_block_add_gradient");
+        mts_block_t* moved_gradient = block_to(gradient, stream);
+        call_foreign("mts_block_add_gradient",
+                     [&] { return mts_block_add_gradient(result.block, parameters[i], moved_gradient); });
     }
     return result.release();
 }
@@ -129,16 +121,17 @@ mts_tensormap_t* tensormap_to(const mts_tensormap_t* tensor, const Stream& strea
     auto* source = const_cast<mts_tensormap_t*>(tensor);
 
     LabelsOwner keys;
-    keys.labels = check_pointer(mts_tensormap_keys(tensor), "mts_tensormap_keys");
+    keys.labels = call_foreign_for_pointer("mts_tensormap_keys", [&] { return mts_tensormap_keys(tensor); });
     const int32_t* key_values = nullptr;
     uintptr_t blocks_count = 0;
     uintptr_t key_size = 0;
-    check_status(mts_labels_values_cpu(keys.labels, &key_values, &blocks_count, &key_size), "mts_labels_values_cpu");
+    call_foreign("mts_labels_values_cpu",
+                 [&] { return mts_labels_values_cpu(keys.labels, &key_values, &blocks_count, &key_size); });
 
     std::vector<BlockOwner> blocks(blocks_count);
     for (uintptr_t i = 0; i < blocks_count; i++) {
         mts_block_t* block = nullptr;
-        check_status(mts_tensormap_block_by_id(source, &block, i), "mts_tensormap_block_by_id");
+        call_foreign("mts_tensormap_block_by_id", [&] { return mts_tensormap_block_by_id(source, &block, i); });
         blocks[i].block = block_to(block, stream);
     }
 
@@ -149,17 +142,20 @@ mts_tensormap_t* tensormap_to(const mts_tensormap_t* tensor, const Stream& strea
     for (uintptr_t i = 0; i < blocks_count; i++) {
         block_pointers[i] = blocks[i].release();
     }
-    auto* result = check_pointer(mts_tensormap(moved_keys.labels, block_pointers.data(), blocks_count),
-                                 "mts_tensormap");
+    auto* result = call_foreign_for_pointer(
+        "mts_tensormap", [&] { return mts_tensormap(moved_keys.labels, block_pointers.data(), blocks_count); });
 
     const char* const* info_keys = nullptr;
     uintptr_t info_count = 0;
     try {
-        check_status(mts_tensormap_info_keys(tensor, &info_keys, &info_count), "mts_tensormap_info_keys");
+        call_foreign("mts_tensormap_info_keys",
+                     [&] { return mts_tensormap_info_keys(tensor, &info_keys, &info_count); });
         for (uintptr_t i = 0; i < info_count; i++) {
             const char* value = nullptr;
-            check_status(mts_tensormap_get_info(tensor, info_keys[i], &value), "mts_tensormap_get_info");
-            check_status(mts_tensormap_set_info(result, info_keys[i], value), "mts_tensormap_set_info");
+            call_foreign("mts_tensormap_get_info",
+                         [&] { return mts_tensormap_get_info(tensor, info_keys[i], &value); });
+            call_foreign("mts_tensormap_set_info",
+                         [&] { return mts_tensormap_set_info(result, info_keys[i], value); });
         }
     } catch (...) {
         mts_tensormap_free(result);

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "core/array_registry.hpp"
+#include "core/handle_registry.hpp"
 #include "base/fault_injection.hpp"
 #include "mtsarray.h"
 

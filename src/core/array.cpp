@@ -3,7 +3,7 @@
 #include <limits>
 #include <utility>
 
-#include "core/array_registry.hpp"
+#include "core/handle_registry.hpp"
 #include "core/backend_registry.hpp"
 #include "base/device.hpp"
 #include "base/dtype.hpp"

@@ -11,7 +11,7 @@
 
 #include <metatensor.h>
 
-#include "core/array_registry.hpp"
+#include "core/handle_registry.hpp"
 #include "base/backend.hpp"
 #include "core/buffer.hpp"
 #include "base/dtype.hpp"
@@ -44,7 +44,7 @@ public:
         return *array;
     }
 
-    /// The value of `mts_array_t::ptr` for this array (array_registry.hpp).
+    /// The value of `mts_array_t::ptr` for this array (handle_registry.hpp).
     void* handle() const noexcept { return handle_; }
 
     DLDevice device() const noexcept { return device_; }

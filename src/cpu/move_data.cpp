@@ -131,12 +131,10 @@ constexpr size_t short_list_movements = 16;
     throw Error("move_data: movement 0 is out of range");  // not reached: validate() throws
 }
 
-// The end of move_one() past its fast case: the thread count asked first
-// (like every host operation: a bad one is an error), then the rows of the
-// movement, as one block when they are whole rows on both sides.
+// The end of move_one() past its fast case: the rows of the movement, as
+// one block when they are whole rows on both sides.
 [[gnu::noinline]] void copy_one(unsigned char* destination, const unsigned char* source, uint64_t bytes,
                                 const MovePlan& plan) {
-    (void)threads_for(0);
     fault_injection::check("move_data");
     const uint64_t rows = plan.components();
     if (bytes == 0 || rows == 0) {
@@ -153,8 +151,8 @@ constexpr size_t short_list_movements = 16;
 // checked there, and copied from the same registers; no copy of it is
 // stored, nothing is set up. Out of line: move_data() jumps here before it
 // sets up the large frame of its other paths; and what the common case (one
-// row, the thread count known) does not need is out of line too
-// (copy_one()), so that this one needs no frame of its own either.
+// row) does not need is out of line too (copy_one()), so that this one
+// needs no frame of its own either.
 [[gnu::noinline]] void move_one(void* output, const void* input, const MovePlan& plan) {
     // field by field: read as one aggregate, the movement would be stored
     // on the stack and loaded again from there
@@ -176,7 +174,7 @@ constexpr size_t short_list_movements = 16;
     const MoveRun run = plan.run_of(movement);
     unsigned char* const destination = static_cast<unsigned char*>(output) + run.output_offset;
     const unsigned char* const source = static_cast<const unsigned char*>(input) + run.input_offset;
-    if (run.rows == 1 && run.bytes != 0 && thread_count_decided()) {
+    if (run.rows == 1 && run.bytes != 0) {
         fault_injection::check("move_data");
         std::memcpy(destination, source, run.bytes);  // no component axis: one row
         return;
@@ -335,7 +333,7 @@ template <typename Scan>
 size_t check_in_parts(size_t count, const Scan& scan) {
     const size_t threads = count < 2 * min_check_movements_per_part
                                ? 1
-                               : std::min(thread_count(), count / (2 * min_check_movements_per_part));
+                               : std::min(usable_thread_count(), count / (2 * min_check_movements_per_part));
     if (threads <= 1) {
         scan(0, 0, count);
         return 1;
@@ -647,7 +645,6 @@ namespace {
         if (!valid) {
             (void)caller_plan.with_movements(few).validate();  // throws the error naming it
         }
-        (void)threads_for(0);  // like every host operation: a bad thread count is an error
         fault_injection::check("move_data");
         copy_few_movements(arrays_of(output, input, caller_plan, 0), caller_plan, few, count);
         return;

@@ -9,6 +9,7 @@
 #include "base/device.hpp"
 #include "base/error.hpp"
 #include "base/fault_injection.hpp"
+#include "operations/host_thread_count.hpp"
 #include "operations/operations.hpp"
 
 namespace mtsarray::detail {
@@ -131,6 +132,7 @@ DLManagedTensorVersioned* as_dlpack(const Array& array, DLDevice device, const i
     // device's default stream when the consumer wants no synchronisation),
     // freed on the device's default stream after a marker of that copy --
     // never on a stream of the consumer's, which may be gone by then
+    check_host_thread_count(array.device(), device);
     const Stream destination = consumer.is_none() ? Stream::default_for(device) : consumer;
     memory_backend(device.device_type).check_not_capturing(destination, "a DLPack export to another device");
     auto buffer = Buffer::allocate(destination, array.nbytes());

@@ -6,6 +6,7 @@
 #include "base/device.hpp"
 #include "base/dtype.hpp"
 #include "base/error.hpp"
+#include "operations/host_thread_count.hpp"
 #include "operations/operations.hpp"
 
 namespace mtsarray::detail {
@@ -66,6 +67,7 @@ std::shared_ptr<Buffer> host_copy(const void* data, size_t bytes) {
 }
 
 std::unique_ptr<Array> copy_to_device(const Array& source, DLDevice device, const Stream* stream) {
+    check_host_thread_count(source.device(), device);
     check_device_usable(device);
     const bool same = same_device(device, source.device());
     const Stream target = stream != nullptr ? *stream : same ? source.stream() : Stream::default_for(device);

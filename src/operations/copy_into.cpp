@@ -9,11 +9,13 @@
 #include "base/error.hpp"
 #include "base/shape.hpp"
 #include "core/backend_registry.hpp"
+#include "operations/host_thread_count.hpp"
 #include "operations/operations.hpp"
 
 namespace mtsarray::detail {
 
 void copy_into(Array& destination, const Array& source) {
+    check_host_thread_count(destination.device(), source.device());
     MTSARRAY_EXPECTS(same_dtype(destination.dtype(), source.dtype()),
                      "the source (" + source.describe() + ") has another dtype than the destination");
     MTSARRAY_EXPECTS(destination.shape() == source.shape(),

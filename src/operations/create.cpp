@@ -6,12 +6,14 @@
 #include "base/device.hpp"
 #include "base/dtype.hpp"
 #include "base/error.hpp"
+#include "operations/host_thread_count.hpp"
 #include "operations/operations.hpp"
 
 namespace mtsarray::detail {
 
 std::unique_ptr<Array> make_filled(DLDataType dtype, Shape shape, const void* value,
                                    const Stream& stream) {
+    check_host_thread_count(stream.device());
     check_dtype(dtype);
     check_device_usable(stream.device());
     MTSARRAY_EXPECTS(value != nullptr, "the fill value is NULL");

@@ -7,6 +7,7 @@
 #include "base/dlpack_owner.hpp"
 #include "base/dtype.hpp"
 #include "base/error.hpp"
+#include "operations/host_thread_count.hpp"
 #include "operations/operations.hpp"
 
 namespace mtsarray::detail {
@@ -108,6 +109,7 @@ std::unique_ptr<Array> from_dlpack(DLManagedTensorVersioned* tensor) {
     }
 
     // read-only or strided: our own C-contiguous copy on the same device
+    check_host_thread_count(source.device);
     if (source.strides != nullptr && count != 0) {
         check_strides_fit(shape, source.strides, size);
     }

@@ -3,11 +3,13 @@
 #include "base/device.hpp"
 #include "base/dtype.hpp"
 #include "base/error.hpp"
+#include "operations/host_thread_count.hpp"
 #include "operations/operations.hpp"
 
 namespace mtsarray::detail {
 
 void move_data(Array& output, const Array& input, const mts_data_movement_t* movements, size_t count) {
+    check_host_thread_count(output.device(), input.device());
     MTSARRAY_EXPECTS(same_dtype(output.dtype(), input.dtype()),
                      "input (" + input.describe() + ") and output have different dtypes");
     MTSARRAY_EXPECTS(same_device(output.device(), input.device()),

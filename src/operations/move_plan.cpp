@@ -34,6 +34,7 @@ ReusableMovePlan::ReusableMovePlan(const Array& output, const Array& input, cons
       input_shape_(input.shape()),
       element_size_(element_size(output.dtype())),
       count_(count) {
+    check_host_thread_count(output.device(), input.device());
     MTSARRAY_EXPECTS(same_dtype(output.dtype(), input.dtype()),
                      "input (" + input.describe() + ") and output have different dtypes");
     MTSARRAY_EXPECTS(same_device(output.device(), input.device()),

@@ -25,6 +25,7 @@
 #include "core/array.hpp"
 #include "cpu/move_data.hpp"
 #include "cpu/threads/parallel_split.hpp"
+#include "operations/host_thread_count.hpp"
 
 namespace mtsarray::detail {
 
@@ -48,12 +49,14 @@ public:
     /// samples_needed() samples each; otherwise throws Error naming the
     /// mismatch, and nothing is written. Thread-safe (nothing is changed).
     void execute(Array& output, const Array& input) const {
+        if (host_ != nullptr) {
+            check_host_thread_count();
+        }
         if (!matches(output, input)) {
             reject(output, input);
         }
         if (small_single_run_ && !output.overlaps(input)) {
             // inline: a small plan is mostly this fixed cost
-            (void)cpu::thread_count();  // like every host operation: a bad thread count is an error
             output.invalidate_host_mirror();
             single_copy_(static_cast<unsigned char*>(output.data()) + single_run_.output_offset,
                          static_cast<const unsigned char*>(input.data()) + single_run_.input_offset,

@@ -3,11 +3,13 @@
 
 #include "base/dtype.hpp"
 #include "base/error.hpp"
+#include "operations/host_thread_count.hpp"
 #include "operations/operations.hpp"
 
 namespace mtsarray::detail {
 
 void swap_axes(Array& array, uintptr_t axis_1, uintptr_t axis_2) {
+    check_host_thread_count(array.device());
     const auto& shape = array.shape();
     MTSARRAY_EXPECTS(axis_1 < shape.size() && axis_2 < shape.size(),
                      "can not swap axes " + std::to_string(axis_1) + " and " + std::to_string(axis_2) +

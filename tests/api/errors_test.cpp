@@ -8,6 +8,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -222,6 +223,172 @@ TEST(CApiErrors, Probes) {
 #endif
     EXPECT_STREQ(mtsarray_version(), MTSARRAY_VERSION);
 }
+
+// ---- callbacks of foreign arrays that fail -----------------------------------------
+
+// Another library's array (metatensor's SimpleDataArray) whose device() or
+// as_dlpack() fails, setting a message or breaking the contract by setting
+// none; every other slot is SimpleDataArray's own.
+enum class FailingSlot { device, as_dlpack };
+enum class FailureMessage { set, none };
+
+constexpr const char* foreign_message = "the foreign library lost its device";
+
+mts_status_t say_why_and_fail() {
+    mts_set_last_error(foreign_message, "foreign-library", nullptr, nullptr);
+    return MTS_CALLBACK_ERROR;
+}
+
+mts_array_t failing_foreign_array(std::vector<uintptr_t> shape, FailingSlot slot, FailureMessage message) {
+    auto array = metatensor::DataArrayBase::to_mts_array(
+                     std::make_unique<metatensor::SimpleDataArray<double>>(std::move(shape)))
+                     .release();
+    if (slot == FailingSlot::device) {
+        if (message == FailureMessage::set) {
+            array.device = [](const void*, DLDevice*) { return say_why_and_fail(); };
+        } else {
+            array.device = [](const void*, DLDevice*) -> mts_status_t { return MTS_CALLBACK_ERROR; };
+        }
+    } else {
+        if (message == FailureMessage::set) {
+            array.as_dlpack = [](void*, DLManagedTensorVersioned**, DLDevice, const int64_t*, DLPackVersion) {
+                return say_why_and_fail();
+            };
+        } else {
+            array.as_dlpack = [](void*, DLManagedTensorVersioned**, DLDevice, const int64_t*,
+                                 DLPackVersion) -> mts_status_t { return MTS_CALLBACK_ERROR; };
+        }
+    }
+    return array;
+}
+
+const mts_labels_t* labels_of(const char* name, const std::vector<int32_t>& values) {
+    auto array = array_from_bytes(DLDevice{kDLCPU, 0}, int32(), {values.size(), 1}, to_bytes(values));
+    const mts_labels_t* labels = mts_labels(&name, 1, std::move(array).release());
+    EXPECT_NE(labels, nullptr) << last_error();
+    return labels;
+}
+
+// A TensorMap of one block whose values are `values` ([2, 3]).
+mts_tensormap_t* tensormap_of(mts_array_t values) {
+    const mts_labels_t* samples = labels_of("sample", {0, 1});
+    const mts_labels_t* properties = labels_of("property", {0, 1, 2});
+    const mts_labels_t* keys = labels_of("key", {0});
+    mts_block_t* block = mts_block(values, samples, nullptr, 0, properties);
+    EXPECT_NE(block, nullptr) << last_error();
+    mts_tensormap_t* tensor = mts_tensormap(keys, &block, 1);
+    EXPECT_NE(tensor, nullptr) << last_error();
+    mts_labels_free(samples);
+    mts_labels_free(properties);
+    mts_labels_free(keys);
+    return tensor;
+}
+
+// What the message says of the callback's failure.
+std::string reason(FailureMessage message) {
+    return message == FailureMessage::set ? foreign_message : "the callback failed without saying why";
+}
+
+// What failed, as the message of `role`'s callback in `slot` names it.
+std::string failing_step(FailingSlot slot, const std::string& role) {
+    return slot == FailingSlot::device ? "reading the device of " + role : "exporting " + role + " through DLPack";
+}
+
+// "<context>: <step> failed: <reason>"
+std::string expected_failure(const std::string& context, const std::string& step, FailureMessage message) {
+    return context + ": " + step + " failed: " + reason(message);
+}
+
+class FailingForeignCallbacks : public ::testing::TestWithParam<FailureMessage> {
+protected:
+    // an unrelated failure first: its message must never reappear
+    void SetUp() override { ASSERT_EQ(mtsarray_set_num_threads(0), MTS_CALLBACK_ERROR); }
+};
+
+TEST_P(FailingForeignCallbacks, CopyIntoQuotesTheCallbackAndNothingOlder) {
+    auto destination = mtsarray::Array::full<double>(DLDevice{kDLCPU, 0}, {2, 3}, 4.0);
+    for (auto slot : {FailingSlot::device, FailingSlot::as_dlpack}) {
+        mts_array_t source = failing_foreign_array({2, 3}, slot, GetParam());
+        // the same message every time: no earlier error nested inside
+        for (int call = 0; call < 3; call++) {
+            EXPECT_EQ(mtsarray_copy_into(&destination.get(), &source), MTS_CALLBACK_ERROR);
+            EXPECT_EQ(last_error(),
+                      expected_failure("mtsarray_copy_into", failing_step(slot, "source"), GetParam()));
+        }
+        source.destroy(source.ptr);
+    }
+    EXPECT_EQ(from_bytes<double>(read_bytes(destination)), std::vector<double>(6, 4.0));
+}
+
+TEST_P(FailingForeignCallbacks, MovePlanCreateQuotesTheCallbackAndNothingOlder) {
+    auto output = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), {2, 3});
+    const mts_data_movement_t movement = {0, 1, 0, 0, 3};
+    for (auto slot : {FailingSlot::device, FailingSlot::as_dlpack}) {
+        mts_array_t input = failing_foreign_array({2, 3}, slot, GetParam());
+        for (int call = 0; call < 3; call++) {
+            mtsarray_move_plan_t* plan = nullptr;
+            EXPECT_EQ(mtsarray_move_plan_create(&output.get(), &input, &movement, 1, &plan), MTS_CALLBACK_ERROR);
+            EXPECT_EQ(plan, nullptr);
+            EXPECT_EQ(last_error(),
+                      expected_failure("mtsarray_move_plan_create", failing_step(slot, "input"), GetParam()));
+        }
+        input.destroy(input.ptr);
+    }
+}
+
+TEST_P(FailingForeignCallbacks, CreateQuotesTheFillValueAndNothingOlder) {
+    auto prototype = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), {2});
+    const auto& raw = prototype.get();
+    const uintptr_t shape[] = {4};
+    for (int call = 0; call < 3; call++) {
+        mts_array_t created = {};
+        // create takes the fill value, and destroys it, error or not
+        EXPECT_EQ(raw.create(raw.ptr, shape, 1, failing_foreign_array({}, FailingSlot::as_dlpack, GetParam()),
+                             &created),
+                  MTS_CALLBACK_ERROR);
+        EXPECT_EQ(created.ptr, nullptr);
+        EXPECT_EQ(last_error(), expected_failure("mtsarray: create (float64 array of shape [2] on cpu)",
+                                                 "reading fill_value on the CPU through its as_dlpack",
+                                                 GetParam()));
+    }
+}
+
+TEST_P(FailingForeignCallbacks, TensorMapToQuotesTheCallbackAndNothingOlder) {
+    // libmetatensor reads the device of a block's values itself: only the
+    // export fails here
+    mts_tensormap_t* tensor = tensormap_of(failing_foreign_array({2, 3}, FailingSlot::as_dlpack, GetParam()));
+    ASSERT_NE(tensor, nullptr);
+    ASSERT_EQ(mtsarray_set_num_threads(0), MTS_CALLBACK_ERROR);
+    for (int call = 0; call < 3; call++) {
+        mts_tensormap_t* moved = nullptr;
+        EXPECT_EQ(mtsarray_tensormap_to(tensor, DLDevice{kDLCPU, 0}, -1, &moved), MTS_CALLBACK_ERROR);
+        EXPECT_EQ(moved, nullptr);
+        EXPECT_EQ(last_error(), expected_failure("mtsarray_tensormap_to",
+                                                 failing_step(FailingSlot::as_dlpack, "an array of the TensorMap"),
+                                                 GetParam()));
+    }
+    mts_tensormap_free(tensor);
+}
+
+TEST(FailingForeignCallbacks, TheMessageNeverGrows) {
+    auto destination = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), {2, 3});
+    mts_array_t source = failing_foreign_array({2, 3}, FailingSlot::device, FailureMessage::none);
+    ASSERT_EQ(mtsarray_copy_into(&destination.get(), &source), MTS_CALLBACK_ERROR);
+    const std::string first = last_error();
+    for (int call = 0; call < 1000; call++) {
+        ASSERT_EQ(mtsarray_copy_into(&destination.get(), &source), MTS_CALLBACK_ERROR);
+    }
+    EXPECT_EQ(last_error().size(), first.size());
+    EXPECT_EQ(first, "mtsarray_copy_into: reading the device of source failed: the callback failed without saying why");
+    source.destroy(source.ptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(WithAndWithoutAMessage, FailingForeignCallbacks,
+                         ::testing::Values(FailureMessage::set, FailureMessage::none),
+                         [](const auto& info) {
+                             return std::string(info.param == FailureMessage::set ? "WithAMessage"
+                                                                                  : "WithoutAMessage");
+                         });
 
 // ---- sizes -------------------------------------------------------------------------
 

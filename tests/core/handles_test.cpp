@@ -1,4 +1,4 @@
-// Handles (src/core/array_registry.hpp): what `mts_array_t::ptr` holds. A
+// Handles (src/core/handle_registry.hpp): what `mts_array_t::ptr` holds. A
 // destroyed array's handle must stay dead even when a new array takes its
 // slot or its address; a second destroy must never free another array; a
 // foreign pointer is never mistaken for one of ours; lookups hold under

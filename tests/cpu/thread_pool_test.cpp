@@ -23,13 +23,12 @@
 #include <unistd.h>
 #endif
 
-#include "base/move_plan.hpp"
 #include "base/shape.hpp"
-#include "cpu/move_data.hpp"
 #include "cpu/threads/parallel_split.hpp"
 #include "cpu/threads/thread_count.hpp"
 #include "cpu/threads/thread_pool.hpp"
 #include "base/error.hpp"
+#include "operations/host_thread_count.hpp"
 
 namespace cpu = mtsarray::detail::cpu;
 
@@ -330,43 +329,35 @@ TEST(ThreadCount, ComesFromTheEnvironmentInOrder) {
     }
 }
 
-TEST(ThreadCount, AnInvalidEnvironmentFailsEveryHostOperation) {
+TEST(ThreadCount, AnInvalidEnvironmentFailsHostOperationsAndSplitsNothing) {
     EnvironmentForTest environment("lots", "4");
+    const std::string named = "MTSARRAY_NUM_THREADS='lots' is not a whole number";
     for (int attempt = 0; attempt < 2; attempt++) {  // the error stays
         try {
             (void)cpu::thread_count();
             ADD_FAILURE() << "no error";
         } catch (const mtsarray::detail::Error& error) {
-            EXPECT_NE(std::string(error.what()).find("MTSARRAY_NUM_THREADS='lots' is not a whole number"),
-                      std::string::npos)
-                << error.what();
+            EXPECT_NE(std::string(error.what()).find(named), std::string::npos) << error.what();
         }
     }
-    // small work as well as large: one rule for every call
-    EXPECT_THROW((void)cpu::threads_for(8), mtsarray::detail::Error);
-    EXPECT_THROW((void)cpu::threads_for(size_t(64) << 20), mtsarray::detail::Error);
-    // move_data of one movement (a path of its own) and of a few: the
-    // error, nothing written; a bad movement is reported before the count
-    const std::vector<double> input(4 * 3, 1.0);
-    std::vector<double> output(4 * 3, 0.0);
-    const std::vector<mts_data_movement_t> movements = {{0, 1, 0, 0, 3}, {1, 2, 0, 0, 3}};
-    const mts_data_movement_t bad[] = {{0, 4, 0, 0, 3}, {1, 2, 0, 0, 3}};
-    for (size_t count : {1, 2}) {
-        auto expect_error = [&](const mts_data_movement_t* list, const char* fragment) {
-            const mtsarray::detail::MovePlan plan({4, 3}, {4, 3}, sizeof(double), list, count);
-            try {
-                cpu::move_data(output.data(), input.data(), plan);
-                ADD_FAILURE() << "no error with " << count << " movements";
-            } catch (const mtsarray::detail::Error& error) {
-                EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
-            }
-            EXPECT_EQ(output, std::vector<double>(4 * 3, 0.0));
-        };
-        expect_error(movements.data(), "MTSARRAY_NUM_THREADS='lots'");
-        expect_error(bad, "movement 0: sample_out = 4");
+    // the one check of the operations: on host memory of any kind, not on
+    // a GPU's
+    for (auto type : {kDLCPU, kDLCUDAHost, kDLCUDAManaged, kDLROCMHost}) {
+        try {
+            mtsarray::detail::check_host_thread_count(DLDevice{kDLCUDA, 0}, DLDevice{type, 0});
+            ADD_FAILURE() << "no error for device type " << type;
+        } catch (const mtsarray::detail::Error& error) {
+            EXPECT_EQ(std::string(error.what()).rfind(named, 0), 0u) << error.what();
+        }
     }
+    EXPECT_NO_THROW(mtsarray::detail::check_host_thread_count(DLDevice{kDLCUDA, 0}, DLDevice{kDLROCM, 0}));
+    // below the operations, which reported it, work splits as on one thread
+    EXPECT_EQ(cpu::usable_thread_count(), 1u);
+    EXPECT_EQ(cpu::threads_for(8), 1u);
+    EXPECT_EQ(cpu::threads_for(size_t(64) << 20), 1u);
     cpu::set_thread_count(2);
     EXPECT_EQ(cpu::thread_count(), 2u);
+    EXPECT_NO_THROW(mtsarray::detail::check_host_thread_count(DLDevice{kDLCPU, 0}));
 }
 
 #if defined(__linux__)

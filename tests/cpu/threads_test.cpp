@@ -511,3 +511,122 @@ TEST(HostThreads, StridedImportIsBitIdentical) {
         ASSERT_FALSE(HasFatalFailure());
     }
 }
+
+// ---- an invalid count in the environment --------------------------------------
+//
+// MTSARRAY_NUM_THREADS is read once per process: this test runs in a process
+// of its own with MTSARRAY_NUM_THREADS=lots (tests/CMakeLists.txt), and skips
+// in the other runs. Every host data operation then fails, whatever
+// its size, with the variable named; reading and wrapping memory still work.
+
+namespace {
+
+const std::string invalid_count = "MTSARRAY_NUM_THREADS='lots' is not a whole number";
+
+/// `status` is an error whose message is "<function>: <invalid_count>...".
+::testing::AssertionResult fails_for_the_count(mts_status_t status, const std::string& function) {
+    if (status == MTS_SUCCESS) {
+        return ::testing::AssertionFailure() << function << " succeeded";
+    }
+    const std::string message = last_error();
+    if (message.rfind(function + ": " + invalid_count, 0) != 0) {
+        return ::testing::AssertionFailure() << function << " failed with: " << message;
+    }
+    return ::testing::AssertionSuccess();
+}
+
+/// Host memory wrapped (mtsarray_wrap is no data operation), kept alive
+/// with the array.
+struct WrappedDoubles {
+    explicit WrappedDoubles(const std::vector<uintptr_t>& shape, double value = 0.0)
+        : values(product(shape), value),
+          array(mtsarray::Array::wrap(values.empty() ? nullptr : values.data(), cpu, float64(), shape)) {}
+    std::vector<double> values;
+    mtsarray::Array array;
+};
+
+}  // namespace
+
+TEST(InvalidThreadCountEnvironment, EveryHostDataOperationFailsWhateverItsSize) {
+    const char* setting = std::getenv("MTSARRAY_NUM_THREADS");
+    if (setting == nullptr || std::string(setting) != "lots") {
+        GTEST_SKIP() << "runs in a process of its own with MTSARRAY_NUM_THREADS=lots (ctest: ...in_its_own_process)";
+    }
+    int32_t count = 0;
+    EXPECT_TRUE(fails_for_the_count(mtsarray_get_num_threads(&count), "mtsarray_get_num_threads"));
+
+    // fills
+    for (uintptr_t size : {uintptr_t(0), uintptr_t(5)}) {
+        const uintptr_t shape[] = {size};
+        const double value = 2.0;
+        mts_array_t made = {};
+        EXPECT_TRUE(fails_for_the_count(mtsarray_zeros(cpu, float64(), shape, 1, &made), "mtsarray_zeros"));
+        EXPECT_TRUE(fails_for_the_count(mtsarray_full(cpu, float64(), shape, 1, &value, &made), "mtsarray_full"));
+        EXPECT_EQ(made.ptr, nullptr);
+    }
+    WrappedDoubles prototype({2, 3}, 1.0);
+    const auto& raw = prototype.array.get();
+    WrappedDoubles fill({}, 7.0);
+    const uintptr_t empty_shape[] = {0};
+    mts_array_t made = {};
+    EXPECT_TRUE(fails_for_the_count(raw.create(raw.ptr, empty_shape, 1, std::move(fill.array).release(), &made),
+                                    "mtsarray: create (float64 array of shape [2, 3] on cpu)"));
+
+    // copies, of any size
+    EXPECT_TRUE(fails_for_the_count(raw.copy(raw.ptr, cpu, &made),
+                                    "mtsarray: copy (float64 array of shape [2, 3] on cpu)"));
+    EXPECT_EQ(made.ptr, nullptr);
+    for (uintptr_t samples : {uintptr_t(0), uintptr_t(2)}) {
+        WrappedDoubles destination({samples, 3}, 0.0);
+        WrappedDoubles source({samples, 3}, 5.0);
+        EXPECT_TRUE(fails_for_the_count(mtsarray_copy_into(&destination.array.get(), &source.array.get()),
+                                        "mtsarray_copy_into"));
+        EXPECT_EQ(destination.values, std::vector<double>(samples * 3, 0.0));
+    }
+
+    // move_data and plans: no movement, one run, scattered movements (no
+    // plan can be made meanwhile, so none is there to execute)
+    WrappedDoubles output({4, 3}, 0.0);
+    WrappedDoubles input({4, 3}, 3.0);
+    const std::vector<std::vector<mts_data_movement_t>> lists = {
+        {},
+        {{0, 0, 0, 0, 3}, {1, 1, 0, 0, 3}},
+        {{3, 0, 0, 0, 3}, {0, 2, 1, 1, 2}, {2, 1, 0, 0, 1}},
+    };
+    const auto& out = output.array.get();
+    for (const auto& movements : lists) {
+        SCOPED_TRACE(std::to_string(movements.size()) + " movements");
+        EXPECT_TRUE(fails_for_the_count(out.move_data(out.ptr, input.array.get().ptr, movements.data(),
+                                                      movements.size()),
+                                        "mtsarray: move_data (float64 array of shape [4, 3] on cpu)"));
+        mtsarray_move_plan_t* plan = nullptr;
+        EXPECT_TRUE(fails_for_the_count(mtsarray_move_plan_create(&out, &input.array.get(), movements.data(),
+                                                                  movements.size(), &plan),
+                                        "mtsarray_move_plan_create"));
+        EXPECT_EQ(plan, nullptr);
+    }
+    EXPECT_EQ(output.values, std::vector<double>(12, 0.0));
+
+    // swap_axes, which writes a transposed copy
+    auto& mutable_raw = const_cast<mts_array_t&>(raw);
+    EXPECT_TRUE(fails_for_the_count(mutable_raw.swap_axes(mutable_raw.ptr, 0, 1),
+                                    "mtsarray: swap_axes (float64 array of shape [2, 3] on cpu)"));
+
+    // a strided import copies; a contiguous one and an export do not
+    std::vector<double> storage(6, 4.0);
+    mts_array_t imported = {};
+    auto* strided = strided_tensor(storage.data(), float64(), {3}, {2});
+    EXPECT_TRUE(fails_for_the_count(mtsarray_from_dlpack(strided, &imported), "mtsarray_from_dlpack"));
+    auto* contiguous = strided_tensor(storage.data(), float64(), {6}, {1});
+    ASSERT_EQ(mtsarray_from_dlpack(contiguous, &imported), MTS_SUCCESS) << last_error();
+    EXPECT_EQ(read_bytes(mtsarray::Array(imported)), to_bytes(storage));
+    EXPECT_EQ(read_bytes(prototype.array), to_bytes(std::vector<double>(6, 1.0)));
+
+    // the count set by the program replaces the environment's
+    ASSERT_EQ(mtsarray_set_num_threads(2), MTS_SUCCESS) << last_error();
+    WrappedDoubles destination({0, 3});
+    WrappedDoubles source({0, 3});
+    EXPECT_EQ(mtsarray_copy_into(&destination.array.get(), &source.array.get()), MTS_SUCCESS) << last_error();
+    EXPECT_EQ(from_bytes<double>(read_bytes(mtsarray::Array::full<double>(cpu, {2}, 3.0))),
+              (std::vector<double>{3.0, 3.0}));
+}

@@ -2,6 +2,7 @@
 // The fuzz targets' invariant check: on failure, print the condition and
 // mtsarray's last error, then abort so that libFuzzer keeps the input.
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -17,6 +18,18 @@
             std::abort();                                                                     \
         }                                                                                     \
     } while (false)
+
+/// Whether this process was started with an invalid thread count in its
+/// environment (scripts/fuzz.sh runs some targets with
+/// MTSARRAY_NUM_THREADS=lots): every host data operation then fails. Its
+/// first call sets the last error: make it before the call under test.
+inline bool invalid_thread_count() {
+    static const bool invalid = [] {
+        int32_t count = 0;
+        return mtsarray_get_num_threads(&count) != MTS_SUCCESS;
+    }();
+    return invalid;
+}
 
 #if defined(MTSARRAY_TEST_HOOKS) && MTSARRAY_TEST_HOOKS
 #include <cstdint>

@@ -578,6 +578,109 @@ TEST_P(MovePlan, FreedWhileExecutionsAreQueued) {
 #endif
 }
 
+// ---- plan handles: a freed plan, or anything else, is recognised -----------------
+
+const std::string not_a_plan = "plan was not made by mtsarray_move_plan_create, or was already freed";
+
+TEST(MovePlanHandles, ASecondFreeAndAUseAfterFreeAreErrors) {
+    const DLDevice cpu = {kDLCPU, 0};
+    auto input = mtsarray::Array::full<double>(cpu, {3, 2}, 1.5);
+    auto output = mtsarray::Array::zeros(cpu, float64(), {3, 2});
+    const mts_data_movement_t movement = {0, 2, 0, 0, 2};
+    mtsarray_move_plan_t* plan = nullptr;
+    ASSERT_EQ(mtsarray_move_plan_create(&output.get(), &input.get(), &movement, 1, &plan), MTS_SUCCESS)
+        << last_error();
+    ASSERT_EQ(mtsarray_move_plan_free(plan), MTS_SUCCESS) << last_error();
+
+    EXPECT_EQ(mtsarray_move_plan_free(plan), MTS_CALLBACK_ERROR);
+    EXPECT_EQ(last_error(), "mtsarray_move_plan_free: " + not_a_plan);
+    EXPECT_EQ(mtsarray_move_plan_execute(plan, &output.get(), &input.get()), MTS_CALLBACK_ERROR);
+    EXPECT_EQ(last_error(), "mtsarray_move_plan_execute: " + not_a_plan);
+    EXPECT_EQ(from_bytes<double>(read_bytes(output)), std::vector<double>(6, 0.0));
+
+    // plans made since, wherever they live, are their own: the freed handle
+    // never reaches one of them
+    std::vector<mtsarray_move_plan_t*> later(64, nullptr);
+    for (auto& made : later) {
+        ASSERT_EQ(mtsarray_move_plan_create(&output.get(), &input.get(), &movement, 1, &made), MTS_SUCCESS);
+        EXPECT_NE(made, plan);
+    }
+    EXPECT_EQ(mtsarray_move_plan_execute(plan, &output.get(), &input.get()), MTS_CALLBACK_ERROR);
+    EXPECT_EQ(from_bytes<double>(read_bytes(output)), std::vector<double>(6, 0.0));
+    ASSERT_EQ(mtsarray_move_plan_execute(later.back(), &output.get(), &input.get()), MTS_SUCCESS) << last_error();
+    EXPECT_EQ(from_bytes<double>(read_bytes(output)), (std::vector<double>{0.0, 0.0, 0.0, 0.0, 1.5, 1.5}));
+    for (auto* made : later) {
+        EXPECT_EQ(mtsarray_move_plan_free(made), MTS_SUCCESS) << last_error();
+    }
+    EXPECT_EQ(mtsarray_move_plan_free(nullptr), MTS_SUCCESS) << "NULL stays a no-op, as for free()";
+}
+
+TEST(MovePlanHandles, AnythingElseIsRefusedWithoutBeingRead) {
+    const DLDevice cpu = {kDLCPU, 0};
+    auto input = mtsarray::Array::full<double>(cpu, {3, 2}, 1.5);
+    auto output = mtsarray::Array::zeros(cpu, float64(), {3, 2});
+    // an array's handle is not a plan: refused, and the array lives on
+    auto* array_handle = static_cast<mtsarray_move_plan_t*>(output.get().ptr);
+    EXPECT_EQ(mtsarray_move_plan_free(array_handle), MTS_CALLBACK_ERROR);
+    EXPECT_EQ(last_error(), "mtsarray_move_plan_free: " + not_a_plan);
+    EXPECT_EQ(mtsarray_move_plan_execute(array_handle, &output.get(), &input.get()), MTS_CALLBACK_ERROR);
+    EXPECT_EQ(last_error(), "mtsarray_move_plan_execute: " + not_a_plan);
+    EXPECT_EQ(output.shape(), (std::vector<uintptr_t>{3, 2}));
+
+    // nor is any other memory, which is left alone
+    std::vector<uint64_t> garbage(64, 0x0123456789ABCDEF);
+    auto* address = reinterpret_cast<mtsarray_move_plan_t*>(garbage.data());
+    EXPECT_EQ(mtsarray_move_plan_free(address), MTS_CALLBACK_ERROR);
+    EXPECT_EQ(mtsarray_move_plan_execute(address, &output.get(), &input.get()), MTS_CALLBACK_ERROR);
+    EXPECT_EQ(garbage, std::vector<uint64_t>(64, 0x0123456789ABCDEF));
+    EXPECT_EQ(mtsarray_move_plan_execute(nullptr, &output.get(), &input.get()), MTS_CALLBACK_ERROR);
+    EXPECT_EQ(last_error(), "mtsarray_move_plan_execute: plan is NULL");
+
+    // and a plan's handle is not an array
+    const mts_data_movement_t movement = {0, 2, 0, 0, 2};
+    mtsarray_move_plan_t* plan = nullptr;
+    ASSERT_EQ(mtsarray_move_plan_create(&output.get(), &input.get(), &movement, 1, &plan), MTS_SUCCESS);
+    mts_array_t disguised = output.get();
+    disguised.ptr = plan;
+    bool ours = true;
+    ASSERT_EQ(mtsarray_is_mtsarray(&disguised, &ours), MTS_SUCCESS);
+    EXPECT_FALSE(ours);
+    EXPECT_EQ(mtsarray_move_plan_free(plan), MTS_SUCCESS) << last_error();
+    EXPECT_EQ(from_bytes<double>(read_bytes(output)), std::vector<double>(6, 0.0));
+}
+
+TEST(MovePlanHandles, OfEightThreadsFreeingOnePlanOneFreesIt) {
+    const DLDevice cpu = {kDLCPU, 0};
+    auto input = mtsarray::Array::full<double>(cpu, {3, 2}, 1.5);
+    auto output = mtsarray::Array::zeros(cpu, float64(), {3, 2});
+    const mts_data_movement_t movement = {0, 2, 0, 0, 2};
+    for (int round = 0; round < 50; round++) {
+        mtsarray_move_plan_t* plan = nullptr;
+        ASSERT_EQ(mtsarray_move_plan_create(&output.get(), &input.get(), &movement, 1, &plan), MTS_SUCCESS);
+        std::atomic<bool> start{false};
+        std::atomic<int> freed{0};
+        std::atomic<int> refused{0};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 8; t++) {
+            threads.emplace_back([&] {
+                while (!start.load()) {
+                }
+                if (mtsarray_move_plan_free(plan) == MTS_SUCCESS) {
+                    freed++;
+                } else if (last_error() == "mtsarray_move_plan_free: " + not_a_plan) {
+                    refused++;
+                }
+            });
+        }
+        start = true;
+        for (auto& thread : threads) {
+            thread.join();
+        }
+        ASSERT_EQ(freed.load(), 1);
+        ASSERT_EQ(refused.load(), 7);
+    }
+}
+
 // ---- graph capture (simulated CUDA: it sees host waits and freed memory) -----------
 
 #if MTSARRAY_TEST_SIMULATED_GPU

@@ -1,8 +1,9 @@
 #pragma once
 // How host-memory work is cut for the thread pool: when it is worth more
-// than one thread, how many, and in which pieces. Every host data operation
-// (copy, fill, move_data, swap_axes) asks `threads_for` first, so a bad
-// thread count in the environment is reported by all of them alike.
+// than one thread, how many, and in which pieces. A bad thread count in the
+// environment is not reported here: the operations above report it before
+// any work (operations/host_thread_count.hpp), and the work split here is
+// then that of one thread.
 //
 // Results never depend on the split: each output byte is written by exactly
 // one piece, with the same bytes as on one thread.
@@ -27,10 +28,9 @@ constexpr size_t min_bytes_per_thread = size_t(256) << 10;
 constexpr size_t pieces_per_thread = 4;
 
 /// Threads for `bytes` of work: 1 below parallel_threshold_bytes, else
-/// thread_count(), at most one per min_bytes_per_thread. Throws Error when
-/// the environment's thread count is invalid (whatever the size).
-inline size_t threads_for(size_t bytes) {
-    const size_t configured = thread_count();
+/// usable_thread_count(), at most one per min_bytes_per_thread.
+inline size_t threads_for(size_t bytes) noexcept {
+    const size_t configured = usable_thread_count();
     if (bytes < parallel_threshold_bytes || configured == 1) {
         return 1;
     }

@@ -8,13 +8,9 @@ namespace {
 
 class PoolHostTasks final : public HostTasks {
 public:
-    size_t threads() const noexcept override {
-        try {
-            return thread_count();
-        } catch (...) {
-            return 1;  // an invalid count in the environment: reported by the host operations
-        }
-    }
+    // an invalid count in the environment is reported by the host
+    // operations, not by work split for speed only
+    size_t threads() const noexcept override { return usable_thread_count(); }
 
     void run(size_t tasks, size_t threads, void* object, void (*call)(void*, size_t)) const override {
         auto body = [object, call](size_t task) { call(object, task); };

@@ -156,6 +156,14 @@ size_t decide_thread_count() {
     return static_cast<size_t>(current);
 }
 
+size_t usable_thread_count() noexcept {
+    try {
+        return thread_count();
+    } catch (...) {
+        return 1;
+    }
+}
+
 void set_thread_count(int64_t count) {
     MTSARRAY_EXPECTS(count >= 1 && count <= max_thread_count,
                      "the number of threads must be in [1, " + std::to_string(max_thread_count) + "], got " +

@@ -25,13 +25,18 @@ size_t decide_thread_count();
 
 /// The thread count, >= 1. Throws Error naming the variable and its value
 /// when the count comes from an environment variable that is not a whole
-/// number in [1, max_thread_count]: every host data operation reports it,
-/// until set_thread_count() replaces it. One atomic load once decided: host
-/// operations call it every time.
+/// number in [1, max_thread_count], until set_thread_count() replaces it:
+/// every host data operation reports it first
+/// (operations/host_thread_count.hpp). One atomic load once decided.
 inline size_t thread_count() {
     const int64_t count = decided_thread_count.load(std::memory_order_acquire);
     return count > 0 ? static_cast<size_t>(count) : decide_thread_count();
 }
+
+/// The threads host work may be split between: thread_count(), or 1 while
+/// the count is invalid. For the code below the operations, which have
+/// reported an invalid count before they got here.
+size_t usable_thread_count() noexcept;
 
 /// Whether the thread count is known: thread_count() then neither throws
 /// nor decides anything (one atomic load).

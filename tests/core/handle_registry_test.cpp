@@ -1,6 +1,7 @@
-// The table of handles (src/core/array_registry.cpp): slots move between the table
-// and each thread in batches. These tests use the registry alone, with
-// made-up Array pointers (the table stores them, it never reads them).
+// The table of handles (src/core/handle_registry.cpp): slots move between the table
+// and each thread in batches; a handle finds its object only through a
+// look-up for its own kind. These tests use the registry alone, with
+// made-up object pointers (the table stores them, it never reads them).
 
 #include <atomic>
 #include <cstdint>
@@ -10,10 +11,15 @@
 
 #include <gtest/gtest.h>
 
-#include "core/array_registry.hpp"
+#include "core/handle_registry.hpp"
 
 using mtsarray::detail::Array;
 using mtsarray::detail::find_array;
+using mtsarray::detail::find_handle;
+using mtsarray::detail::HandleKind;
+using mtsarray::detail::live_handle_count;
+using mtsarray::detail::register_handle;
+using mtsarray::detail::unregister_handle;
 using mtsarray::detail::register_array;
 using mtsarray::detail::unregister_array;
 using mtsarray::detail::used_slot_count;
@@ -26,7 +32,7 @@ Array* fake_array(uintptr_t n) {
 
 }  // namespace
 
-TEST(ArrayRegistry, ExitedThreadsGiveTheirSlotsBack) {
+TEST(HandleRegistry, ExitedThreadsGiveTheirSlotsBack) {
     // Each thread takes a batch of slots for one array. Without giving the
     // batch back at exit, 2000 threads would take 2000 batches (64 000
     // slots); given back, the table reuses them once 4096 wait in its queue.
@@ -41,7 +47,7 @@ TEST(ArrayRegistry, ExitedThreadsGiveTheirSlotsBack) {
     EXPECT_LT(used_slot_count() - before, size_t(8192));
 }
 
-TEST(ArrayRegistry, HandlesMadeOnOneThreadAreDestroyedOnAnother) {
+TEST(HandleRegistry, HandlesMadeOnOneThreadAreDestroyedOnAnother) {
     std::vector<void*> handles;
     std::thread([&handles] {
         for (uintptr_t i = 0; i < 100; i++) {
@@ -58,7 +64,7 @@ TEST(ArrayRegistry, HandlesMadeOnOneThreadAreDestroyedOnAnother) {
     }).join();
 }
 
-TEST(ArrayRegistry, ConcurrentThreadsNeverShareALiveSlot) {
+TEST(HandleRegistry, ConcurrentThreadsNeverShareALiveSlot) {
     // 8 threads make and destroy arrays, keeping up to 100 alive each; every
     // live handle must find its own array, and no handle is given twice.
     constexpr int threads_count = 8;
@@ -97,7 +103,7 @@ TEST(ArrayRegistry, ConcurrentThreadsNeverShareALiveSlot) {
     EXPECT_EQ(errors.load(), 0);
 }
 
-TEST(ArrayRegistry, AFreedSlotWaitsForThousandsOfOthersBeforeReuse) {
+TEST(HandleRegistry, AFreedSlotWaitsForThousandsOfOthersBeforeReuse) {
     // the slot of a destroyed handle is not handed out again before at least
     // 4096 other slots were freed after it
     void* first = register_array(fake_array(1));
@@ -109,4 +115,28 @@ TEST(ArrayRegistry, AFreedSlotWaitsForThousandsOfOthersBeforeReuse) {
         ASSERT_NE(slot_of(handle), freed_slot) << "reused after " << i << " arrays";
         ASSERT_EQ(unregister_array(handle), fake_array(i));
     }
+}
+
+TEST(HandleRegistry, AHandleIsFoundOnlyAsItsOwnKind) {
+    void* plan = reinterpret_cast<void*>(uintptr_t(0x4000));
+    const size_t plans_before = live_handle_count(HandleKind::move_plan);
+    const size_t arrays_before = live_handle_count(HandleKind::array);
+    void* handle = register_handle(plan, HandleKind::move_plan);
+    EXPECT_EQ(live_handle_count(HandleKind::move_plan), plans_before + 1);
+    EXPECT_EQ(live_handle_count(HandleKind::array), arrays_before);
+    EXPECT_EQ(find_handle(handle, HandleKind::move_plan), plan);
+    EXPECT_EQ(find_array(handle), nullptr);
+    EXPECT_EQ(unregister_array(handle), nullptr) << "a plan unregistered as an array";
+    EXPECT_EQ(find_handle(handle, HandleKind::move_plan), plan) << "a failed unregistration changed the slot";
+
+    void* array_handle = register_array(fake_array(3));
+    EXPECT_EQ(find_handle(array_handle, HandleKind::move_plan), nullptr);
+    EXPECT_EQ(unregister_handle(array_handle, HandleKind::move_plan), nullptr);
+    EXPECT_EQ(find_array(array_handle), fake_array(3));
+
+    EXPECT_EQ(unregister_handle(handle, HandleKind::move_plan), plan);
+    EXPECT_EQ(unregister_handle(handle, HandleKind::move_plan), nullptr) << "unregistered twice";
+    EXPECT_EQ(find_handle(handle, HandleKind::move_plan), nullptr);
+    EXPECT_EQ(live_handle_count(HandleKind::move_plan), plans_before);
+    EXPECT_EQ(unregister_array(array_handle), fake_array(3));
 }

@@ -1,4 +1,4 @@
-#include "core/array_registry.hpp"
+#include "core/handle_registry.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -24,13 +24,13 @@ std::atomic<Chunk*> registry::chunks[chunk_count];
 namespace {
 
 // Freed slots wait until this many others are free before being reused, so
-// that a generation wraps only after ~2^28 * 4096 destroys.
+// that a generation wraps only after ~2^28 * 4096 unregistrations.
 constexpr size_t reuse_delay = 4096;
 
 // What registration and frees need; never destroyed: arrays may outlive
 // static destruction (held by a TensorMap in a static of the user's program).
 struct Table {
-    std::atomic<size_t> live{0};
+    std::atomic<size_t> live[handle_kind_count] = {};  // by HandleKind
 
     std::mutex mutex;  // guards what follows: slots moving to and from threads
     std::deque<uint32_t> free_slots;
@@ -145,7 +145,7 @@ void refill(ThreadSlots& local) {
                 if (local.ready_count > 0) {
                     break;
                 }
-                throw OutOfMemory("mtsarray can not track more than 2^28 live arrays");
+                throw OutOfMemory("mtsarray can not track more than 2^28 live arrays and plans");
             }
             const uint64_t index = bookkeeping.fresh_slots;
             auto& chunk = chunks[index >> chunk_bits];
@@ -155,7 +155,7 @@ void refill(ThreadSlots& local) {
                     if (local.ready_count > 0) {
                         break;
                     }
-                    throw OutOfMemory("out of host memory for the table of live arrays");
+                    throw OutOfMemory("out of host memory for the table of live arrays and plans");
                 }
                 chunk.store(fresh, std::memory_order_release);
             }
@@ -181,60 +181,59 @@ Slot* slot_of(uint64_t slot) noexcept {
 
 struct Decoded {
     Slot* slot;
-    uint64_t live_state;  // the state the slot has while this handle is live
+    uint64_t expected_state;  // the state the slot has while this handle is live
 };
 
-// The slot of a well-formed handle and the state it must be in, or
-// {nullptr, 0} for anything else.
-Decoded decode(const void* handle) noexcept {
+// The slot of a well-formed handle and the state it must be in while it
+// names a live object of `kind`, or {nullptr, 0} for anything else.
+Decoded decode(const void* handle, HandleKind kind) noexcept {
     const auto bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
     if ((bits & tag_mask) != handle_tag) {
         return {nullptr, 0};
     }
-    const uint64_t generation = (bits >> slot_bits) & generation_mask;
-    return {slot_of(bits & slot_mask), (generation << 1) | 1};
+    return {slot_of(bits & slot_mask), live_state(bits >> slot_bits, kind)};
 }
 
-bool matches(uint64_t state, uint64_t live_state) noexcept {
-    return (state & compared_state_bits) == live_state;
+bool matches(uint64_t state, uint64_t expected_state) noexcept {
+    return (state & compared_state_bits) == expected_state;
 }
 
 }  // namespace
 
-void* register_array(Array* array) {
+void* register_handle(void* object, HandleKind kind) {
     ThreadSlots& local = thread_slots;
     if (local.ready_count == 0) {
         refill(local);
     }
     const uint64_t index = local.ready[--local.ready_count];
     Slot& slot = *slot_of(index);
-    const uint64_t generation = slot.state.load(std::memory_order_relaxed) >> 1;
-    slot.masked_array.store(reinterpret_cast<uintptr_t>(array) ^ pointer_mask, std::memory_order_relaxed);
-    slot.state.store((generation << 1) | 1, std::memory_order_release);
-    table().live.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t generation = slot.state.load(std::memory_order_relaxed) >> state_generation_shift;
+    slot.masked_object.store(reinterpret_cast<uintptr_t>(object) ^ pointer_mask, std::memory_order_relaxed);
+    slot.state.store(live_state(generation, kind), std::memory_order_release);
+    table().live[static_cast<size_t>(kind)].fetch_add(1, std::memory_order_relaxed);
     const uint64_t handle = handle_tag | ((generation & generation_mask) << slot_bits) | index;
     return reinterpret_cast<void*>(static_cast<uintptr_t>(handle));
 }
 
-Array* unregister_array(const void* handle) noexcept {
-    const Decoded decoded = decode(handle);
+void* unregister_handle(const void* handle, HandleKind kind) noexcept {
+    const Decoded decoded = decode(handle, kind);
     if (decoded.slot == nullptr) {
         return nullptr;
     }
     Slot& slot = *decoded.slot;
     uint64_t state = slot.state.load(std::memory_order_acquire);
-    // one CAS from "live in this generation" to "free, next generation":
-    // of several threads unregistering the same handle, one wins
+    // one CAS from "live in this generation, of this kind" to "free, next
+    // generation": of several threads unregistering the same handle, one wins
     do {
-        if (!matches(state, decoded.live_state)) {
+        if (!matches(state, decoded.expected_state)) {
             return nullptr;
         }
-    } while (!slot.state.compare_exchange_weak(state, ((state >> 1) + 1) << 1, std::memory_order_acq_rel,
-                                               std::memory_order_acquire));
-    auto* array = reinterpret_cast<Array*>(slot.masked_array.load(std::memory_order_relaxed) ^ pointer_mask);
+    } while (!slot.state.compare_exchange_weak(state, ((state >> state_generation_shift) + 1) << state_generation_shift,
+                                               std::memory_order_acq_rel, std::memory_order_acquire));
+    void* object = reinterpret_cast<void*>(slot.masked_object.load(std::memory_order_relaxed) ^ pointer_mask);
 
     auto& bookkeeping = table();
-    bookkeeping.live.fetch_sub(1, std::memory_order_relaxed);
+    bookkeeping.live[static_cast<size_t>(kind)].fetch_sub(1, std::memory_order_relaxed);
     const auto bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
     ThreadSlots& local = thread_slots;
     if (local.freed_count == 0 && !local.exiting) {
@@ -244,11 +243,11 @@ Array* unregister_array(const void* handle) noexcept {
     if (local.freed_count >= batch_limit(local)) {
         give_back_freed(bookkeeping, local);
     }
-    return array;
+    return object;
 }
 
-size_t live_array_count() noexcept {
-    return table().live.load(std::memory_order_relaxed);
+size_t live_handle_count(HandleKind kind) noexcept {
+    return table().live[static_cast<size_t>(kind)].load(std::memory_order_relaxed);
 }
 
 size_t used_slot_count() noexcept {
