@@ -1,178 +1,237 @@
 #!/usr/bin/env bash
-# The GPU check, in one command, on a bare GPU machine (the CUDA toolkit, a
-# C++ compiler and Python; no network): builds the library with its tests
-# and benchmarks for the GPU present, runs the CUDA tests, compute-sanitizer
-# (memcheck, racecheck, synccheck, initcheck) over the GPU test binaries, the
-# Python package's GPU tests when PyTorch or CuPy can be imported, and the
-# CUDA rows of mtsarray-bench; ends with one PASS/MISS line per benchmark
-# target and a JSON summary. Exits non-zero when a stage fails (a target
-# missed is reported, not a failure: the benchmark judges, the check runs).
+# The GPU check, sized for a short lease on a GPU machine: everything is
+# built beforehand on a machine without a GPU, and the GPU machine only runs.
 #
-# What the machine lacks comes from a bundle made beforehand on a machine
-# with network access (`bash scripts/gpu_check.sh --bundle DIR`): the
-# metatensor-core and CMake wheels for the GPU machine's Python, and a
-# GoogleTest build (headers and static libraries).
+#   bash scripts/gpu_check.sh --pack [BUILD_DIR]     (here, no GPU needed)
+#       BUILD_DIR: a CUDA build with tests and benchmarks (default
+#       <repo>/build; e.g. scripts/test.sh's, or one configured with
+#       -DCMAKE_CUDA_ARCHITECTURES=90 for an H100). Writes
+#       <repo>/.gpu-check/bundle.tar.gz: the test binaries, the benchmark,
+#       libmtsarray, libmetatensor where the build looks for it, and the
+#       wheels of the Python package (CUDA) and of metatensor-core for
+#       Python $MTSARRAY_GPU_PYTHON_VERSION (default 3.12; the wheel for the
+#       build's CUDA architectures, or $MTSARRAY_CUDA_ARCHITECTURES) -- paths relative
+#       to the repository, which must sit at the same absolute path on the
+#       GPU machine (a symbolic link will do).
 #
-# Usage:
-#   bash scripts/gpu_check.sh --bundle DIR [PYTHON_VERSION]   (with network; default 3.12)
-#   MTSARRAY_GPU_BUNDLE=DIR bash scripts/gpu_check.sh         (on the GPU machine)
-# Environment:
-#   MTSARRAY_GPU_BUNDLE            the bundle folder (optional where everything is installed)
-#   MTSARRAY_GPU_CHECK_DIR         build and output folder (default <repo>/build-gpu-check)
-#   MTSARRAY_CUDA_ARCHITECTURES    default "native" (the GPU present)
-#   MTSARRAY_GPU_CHECK_SANITIZERS  0 skips compute-sanitizer (default 1)
-#   MTSARRAY_JOBS                  build jobs (default: all cores)
-set -euo pipefail
+#   bash scripts/gpu_check.sh [BUNDLE]                (on the GPU machine)
+#       Unpacks the bundle (default <repo>/.gpu-check/bundle.tar.gz) and
+#       runs, in one go:
+#         1. every test binary, whole, 4 at a time: every case of each, with
+#            names resolved on the GPU (the simulated-runtime suite with
+#            MTSARRAY_TEST_GPU=simulated, as ctest runs it);
+#         2. the CUDA rows of mtsarray-bench (--quick), alone on the GPU;
+#         3. compute-sanitizer: memcheck on the stream tests, racecheck and
+#            synccheck on the move_data cases, beside
+#         4. the Python package's tests with PyTorch, CuPy and JAX (those
+#            importable there).
+#       Ends with one verdict per binary and stage, naming every failing
+#       test, and writes the logs and a JSON summary to
+#       $MTSARRAY_GPU_CHECK_OUT (default <repo>/.gpu-check/out). Exits non-zero
+#       when a stage fails (a benchmark target missed is reported, not a
+#       failure). About 3 minutes on an H100.
+set -uo pipefail
 
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-if [[ "${1:-}" == "--bundle" ]]; then
-    bundle="${2:?usage: gpu_check.sh --bundle DIR [PYTHON_VERSION]}"
-    python_version="${3:-3.12}"
-    mkdir -p "$bundle/wheels" "$bundle/gtest"
-    log "wheels for Python $python_version (manylinux x86_64) into $bundle/wheels"
-    python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version "$python_version" \
-        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d "$bundle/wheels" "metatensor-core==$METATENSOR_VERSION" cmake
-    log "GoogleTest (Debian's libgtest-dev) into $bundle/gtest"
-    [[ -d /usr/include/gtest ]] || die "GoogleTest headers not found (apt-get install libgtest-dev)"
-    mkdir -p "$bundle/gtest/include" "$bundle/gtest/lib"
-    cp -r /usr/include/gtest /usr/include/gmock "$bundle/gtest/include/" 2>/dev/null || cp -r /usr/include/gtest "$bundle/gtest/include/"
-    cp /usr/lib/x86_64-linux-gnu/libgtest*.a /usr/lib/x86_64-linux-gnu/libgmock*.a "$bundle/gtest/lib/" 2>/dev/null ||
-        cp /usr/lib/x86_64-linux-gnu/libgtest*.a "$bundle/gtest/lib/"
-    log "bundle ready: $(du -sh "$bundle" | cut -f1) in $bundle"
+CHECK_DIR="$REPO_ROOT/.gpu-check"
+PYTHON_VERSION="${MTSARRAY_GPU_PYTHON_VERSION:-3.12}"
+
+# ---- here: the bundle ---------------------------------------------------------------------
+pack() {
+    local build="${1:-$REPO_ROOT/build}"
+    build="$(cd "$build" && pwd)" || die "no build folder $1"
+    grep -q "MTSARRAY_HAS_CUDA 1" "$build/include/mtsarray/config.h" 2>/dev/null ||
+        die "$build is not a CUDA build (include/mtsarray/config.h)"
+    [[ -x "$build/bench/mtsarray-bench" ]] || die "$build has no benchmark (MTSARRAY_BUILD_BENCHMARKS=ON)"
+    case "$build" in
+        "$REPO_ROOT"/*) ;;
+        *) die "$build must be inside the repository, whose path the GPU machine recreates" ;;
+    esac
+    local architectures metatensor_lib
+    architectures="${MTSARRAY_CUDA_ARCHITECTURES:-$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt")}"
+    # where the binaries look for libmetatensor (their RUNPATH)
+    metatensor_lib="$(readelf -d "$build/src/libmtsarray.so" | sed -n 's/.*RUNPATH.*\[\(.*\)\]/\1/p' | tr ':' '\n' |
+        grep metatensor | head -n 1)"
+    [[ -f "$metatensor_lib/libmetatensor.so" ]] || die "libmetatensor not found in the RUNPATH of libmtsarray"
+    case "$metatensor_lib" in
+        "$REPO_ROOT"/*) ;;
+        *) die "libmetatensor ($metatensor_lib) must be inside the repository" ;;
+    esac
+
+    local python venv="$CHECK_DIR/venv$PYTHON_VERSION" wheels="$CHECK_DIR/wheels"
+    python="$(command -v "python$PYTHON_VERSION" || ls -d "$HOME"/.pyenv/versions/"$PYTHON_VERSION"*/bin/python 2>/dev/null |
+        tail -n 1)"
+    [[ -n "$python" ]] || die "no Python $PYTHON_VERSION here for the wheel (pyenv install $PYTHON_VERSION)"
+    mkdir -p "$wheels"
+    if [[ ! -x "$venv/bin/python" ]]; then
+        log "venv for the wheels: $venv ($python)"
+        "$python" -m venv "$venv"
+        "$venv/bin/python" -m pip install --quiet "metatensor-core==$METATENSOR_VERSION" numpy scikit-build-core nanobind
+    fi
+    rm -f "$wheels"/*.whl
+    "$venv/bin/python" -m pip download --quiet --no-deps -d "$wheels" "metatensor-core==$METATENSOR_VERSION"
+    log "mtsarray wheel for Python $PYTHON_VERSION (CUDA $architectures)"
+    MTSARRAY_CUDA=ON "$venv/bin/python" -m pip wheel --quiet --no-build-isolation --no-deps -w "$wheels" \
+        -C "build-dir=$CHECK_DIR/python-build" -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$architectures" \
+        "$REPO_ROOT/python" || die "the wheel did not build"
+
+    local -a files
+    mapfile -t files < <(cd "$REPO_ROOT" && {
+        find "${build#"$REPO_ROOT"/}/tests" -maxdepth 1 -type f -executable -name 'mtsarray-*-tests'
+        echo "${build#"$REPO_ROOT"/}/bench/mtsarray-bench"
+        find "${build#"$REPO_ROOT"/}/src" -maxdepth 1 -name 'libmtsarray.so*'
+        echo "${metatensor_lib#"$REPO_ROOT"/}"
+        echo ".gpu-check/wheels"
+    })
+    printf '%s\n' "${build#"$REPO_ROOT"/}" >"$CHECK_DIR/build-dir"
+    tar -C "$REPO_ROOT" -czf "$CHECK_DIR/bundle.tar.gz" "${files[@]}" .gpu-check/build-dir
+    log "bundle: $(du -h "$CHECK_DIR/bundle.tar.gz" | cut -f1) in $CHECK_DIR/bundle.tar.gz (${#files[@]} entries)"
+    log "on the GPU machine, with the repository at $REPO_ROOT (a symbolic link will do):"
+    echo "    bash scripts/gpu_check.sh .gpu-check/bundle.tar.gz"
+}
+
+if [[ "${1:-}" == "--pack" ]]; then
+    pack "${2:-}"
     exit 0
 fi
 
-OUT="${MTSARRAY_GPU_CHECK_DIR:-$REPO_ROOT/build-gpu-check}"
-BUILD="$OUT/build"
-BUNDLE="${MTSARRAY_GPU_BUNDLE:-}"
-JOBS="${MTSARRAY_JOBS:-$(nproc)}"
-SITE="$OUT/site-packages"
-mkdir -p "$OUT" "$SITE"
-export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
-export PATH="$SITE/bin:$PATH"
-
+# ---- there: the runs ----------------------------------------------------------------------
+BUNDLE="${1:-$CHECK_DIR/bundle.tar.gz}"
+OUT="${MTSARRAY_GPU_CHECK_OUT:-$CHECK_DIR/out}"
+[[ -f "$BUNDLE" ]] || die "no bundle at $BUNDLE (make one with --pack where the build is)"
 command -v nvidia-smi >/dev/null || die "nvidia-smi not found: this is not a GPU machine"
+mkdir -p "$OUT"
+tar -C "$REPO_ROOT" -xzf "$BUNDLE" || die "could not unpack $BUNDLE into $REPO_ROOT"
+BUILD="$REPO_ROOT/$(cat "$CHECK_DIR/build-dir")"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+START=$SECONDS
 
-# ---- what the machine may lack: CMake, metatensor-core, GoogleTest --------------
-pip_from_bundle() {
-    [[ -n "$BUNDLE" ]] || die "$1 is missing and no MTSARRAY_GPU_BUNDLE was given (see --bundle)"
-    python3 -m pip install --quiet --no-index --no-deps --find-links "$BUNDLE/wheels" --target "$SITE" "$1"
+declare -A VERDICT=()
+ORDER=()
+verdict() {  # NAME TEXT
+    VERDICT["$1"]="$2"
+    ORDER+=("$1")
 }
-if ! command -v cmake >/dev/null; then
-    pip_from_bundle cmake
-fi
-if ! python3 -c "import metatensor" 2>/dev/null; then
-    pip_from_bundle "metatensor-core==$METATENSOR_VERSION"
-fi
-METATENSOR_PREFIX="$(python3 -c 'import metatensor; print(metatensor.utils.cmake_prefix_path)')"
-METATENSOR_LIB="$(python3 -c 'import metatensor, os; print(os.path.join(os.path.dirname(metatensor.__file__), "lib"))')"
-export LD_LIBRARY_PATH="$METATENSOR_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-gtest_args=()
-if [[ -n "$BUNDLE" && -d "$BUNDLE/gtest" ]]; then
-    gtest_args=(-DGTEST_ROOT="$BUNDLE/gtest")
-fi
 
-declare -A STAGE_STATUS=()
-stage() {
-    local name="$1" start=$SECONDS
-    shift
-    if "$@"; then
-        STAGE_STATUS["$name"]="ok ($((SECONDS - start))s)"
-    else
-        STAGE_STATUS["$name"]="FAILED ($((SECONDS - start))s)"
-        FAILED_STAGES+=("$name")
+# 1. every test binary, whole; the verdict of each from its own summary
+run_binary() {
+    local binary="$1" name log
+    name="$(basename "$binary")"
+    log="$OUT/$name.log"
+    local -a environment=()
+    if [[ "$name" == mtsarray-simulated-stream-tests ]]; then
+        environment=(MTSARRAY_TEST_GPU=simulated)
     fi
+    env "${environment[@]}" timeout 300 "$binary" --gtest_brief=1 >"$log" 2>&1
+    echo "$?" >"$log.rc"
 }
-
-build() {
-    log "configure $BUILD (CUDA ${MTSARRAY_CUDA_ARCHITECTURES:-native})"
-    cmake -S "$REPO_ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_PREFIX_PATH="$METATENSOR_PREFIX" -DCMAKE_CUDA_FLAGS="-lineinfo" \
-        -DMTSARRAY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${MTSARRAY_CUDA_ARCHITECTURES:-native}" \
-        -DMTSARRAY_BUILD_TESTS=ON -DMTSARRAY_BUILD_BENCHMARKS=ON -DMTSARRAY_BUILD_EXAMPLES=ON \
-        -DMTSARRAY_MPI=OFF "${gtest_args[@]}" >"$OUT/configure.log"
-    cmake --build "$BUILD" -j"$JOBS" >"$OUT/build.log" 2>&1 || { tail -n 40 "$OUT/build.log"; return 1; }
-}
-
-gpu_tests() {
-    log "ctest (every test; the GPU cases run on the GPU here)"
-    ctest --test-dir "$BUILD" -j"$JOBS" --output-on-failure --timeout 300 >"$OUT/ctest.log" 2>&1
-    local status=$?
-    tail -n 5 "$OUT/ctest.log"
-    # the GPU cases must have run: a device that was not seen skips them
-    if grep -E "cuda.*\*\*\*Skipped" "$OUT/ctest.log" | grep -v -E "rocm|hip" | head -n 3 | grep -q .; then
-        log "GPU test cases were skipped on a GPU machine:"
-        grep -E "cuda.*\*\*\*Skipped" "$OUT/ctest.log" | head -n 5
-        return 1
+export -f run_binary
+export OUT
+mapfile -t BINARIES < <(find "$BUILD/tests" -maxdepth 1 -type f -executable -name 'mtsarray-*-tests' | sort)
+log "1. ${#BINARIES[@]} test binaries, 4 at a time"
+printf '%s\n' "${BINARIES[@]}" | xargs -P 4 -I{} bash -c 'run_binary "$@"' _ {}
+for binary in "${BINARIES[@]}"; do
+    name="$(basename "$binary")"
+    rc="$(cat "$OUT/$name.log.rc")"
+    passed="$(sed -n 's/.*\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$OUT/$name.log" | tail -n 1)"
+    skipped="$(sed -n 's/.*\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$OUT/$name.log" | tail -n 1)"
+    failed="$(grep -c '^\[  FAILED  \] .*\(([0-9]* ms)\)\?$' "$OUT/$name.log" || true)"
+    text="passed ${passed:-0}, skipped ${skipped:-0}"
+    if [[ "$rc" != 0 ]]; then
+        text="FAILED (exit $rc): $text; failing: $(grep '^\[  FAILED  \]' "$OUT/$name.log" | grep -v 'listed below' |
+            sed 's/^\[  FAILED  \] //; s/, where GetParam.*//; s/ ([0-9]* ms)$//' | sort -u | tr '\n' ' ')"
     fi
-    return $status
-}
-
-sanitizers() {
-    bash "$REPO_ROOT/scripts/gpu_sanitizers.sh" "$BUILD" >"$OUT/compute-sanitizer.log" 2>&1
-    local status=$?
-    tail -n 8 "$OUT/compute-sanitizer.log"
-    return $status
-}
-
-python_gpu_tests() {
-    if ! python3 -c "import torch" 2>/dev/null && ! python3 -c "import cupy" 2>/dev/null; then
-        log "Python GPU tests skipped: neither PyTorch nor CuPy can be imported"
-        return 0
-    fi
-    log "the mtsarray package (built here) and its GPU tests"
-    python3 -m pip install --quiet --no-index --no-deps --no-build-isolation --target "$SITE" \
-        -C "build-dir=$OUT/python-build" \
-        -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=${MTSARRAY_CUDA_ARCHITECTURES:-native}" \
-        "$REPO_ROOT/python" >"$OUT/python-build.log" 2>&1 || { tail -n 30 "$OUT/python-build.log"; return 1; }
-    (cd "$REPO_ROOT/python" && python3 -m pytest tests -rs -q -p no:cacheprovider -k "gpu or cuda or torch or cupy") \
-        >"$OUT/pytest.log" 2>&1
-    local status=$?
-    tail -n 5 "$OUT/pytest.log"
-    return $status
-}
-
-benchmark() {
-    log "mtsarray-bench --quick --filter cuda"
-    "$BUILD/bench/mtsarray-bench" --quick --filter cuda --json "$OUT/bench-cuda.json" | tee "$OUT/bench.log"
-}
-
-stage "build" build
-if [[ ${STAGE_STATUS[build]} == ok* ]]; then
-    stage "GPU tests (ctest)" gpu_tests
-    if [[ "${MTSARRAY_GPU_CHECK_SANITIZERS:-1}" != 0 ]]; then
-        stage "compute-sanitizer" sanitizers
-    fi
-    stage "Python GPU tests" python_gpu_tests
-    stage "benchmark (CUDA rows)" benchmark
-fi
-
-# ---- summary: every stage, every target, and the JSON ------------------------
-log "summary ($(elapsed)) on $(head -n 1 "$OUT/gpu.txt")"
-for name in "${!STAGE_STATUS[@]}"; do
-    printf '  %-28s %s\n' "$name" "${STAGE_STATUS[$name]}"
+    verdict "$name" "$text"
 done
-python3 - "$OUT" "$(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'EOF'
+
+# 2. the benchmark's CUDA rows, alone on the GPU (its timings)
+log "2. mtsarray-bench --quick --filter cuda"
+timeout 300 "$BUILD/bench/mtsarray-bench" --quick --filter cuda --json "$OUT/bench-cuda.json" >"$OUT/bench-cuda.log" 2>&1
+rc=$?
+if [[ $rc == 0 ]]; then
+    verdict "benchmark (CUDA rows)" "ran; $(grep -E '^== targets:' "$OUT/bench-cuda.log" | tail -n 1 | sed 's/^== //')"
+else
+    verdict "benchmark (CUDA rows)" "FAILED (exit $rc): see bench-cuda.log"
+fi
+
+# 3. compute-sanitizer on the cases that run on the GPU, beside the Python tests
+SANITIZER="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
+sanitize() {  # TOOL BINARY FILTER
+    local tool="$1" binary="$BUILD/tests/$2" filter="$3" log="$OUT/sanitizer-$1-$2.log"
+    local -a extra=()
+    [[ "$tool" == memcheck ]] && extra=(--leak-check full)
+    timeout 240 "$SANITIZER" --tool "$tool" "${extra[@]}" --error-exitcode 97 --print-limit 50 \
+        "$binary" --gtest_filter="$filter" --gtest_brief=1 >"$log" 2>&1
+    local rc=$?
+    local summary
+    summary="$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$log" | tail -n 1)"
+    if [[ $rc == 0 ]]; then
+        echo "clean (${summary:-no summary})" >"$log.verdict"
+    else
+        echo "FAILED (exit $rc): ${summary:-see $(basename "$log")}" >"$log.verdict"
+    fi
+}
+SANITIZED=("memcheck mtsarray-gpu-stream-tests *" "racecheck mtsarray-move-data-tests *cuda*"
+    "synccheck mtsarray-move-data-tests *cuda*")
+if [[ -n "$SANITIZER" ]]; then
+    log "3. compute-sanitizer (${#SANITIZED[@]} runs) and the Python tests"
+    for run in "${SANITIZED[@]}"; do
+        read -r tool binary filter <<<"$run"
+        sanitize "$tool" "$binary" "$filter" &
+    done
+fi
+
+# 4. the Python package with the GPU frameworks there
+SITE="$CHECK_DIR/site-packages"
+rm -rf "$SITE"
+if python3 -m pip install --quiet --no-index --no-deps --target "$SITE" "$CHECK_DIR"/wheels/*.whl \
+    >"$OUT/python-install.log" 2>&1; then
+    frameworks="$(PYTHONPATH="$SITE" python3 -c '
+import importlib.util as u
+print(" ".join(m for m in ("torch", "cupy", "jax") if u.find_spec(m)))')"
+    (cd "$REPO_ROOT/python" && PYTHONPATH="$SITE" timeout 300 python3 -m pytest tests -rs -q -p no:cacheprovider) \
+        >"$OUT/pytest.log" 2>&1
+    rc=$?
+    summary="$(tail -n 1 "$OUT/pytest.log")"
+    if [[ $rc == 0 ]]; then
+        verdict "python tests" "$summary (with: $frameworks)"
+    else
+        verdict "python tests" "FAILED (exit $rc): $summary; failing: $(grep -E '^(FAILED|ERROR) ' "$OUT/pytest.log" |
+            cut -d' ' -f2 | tr '\n' ' ')"
+    fi
+else
+    verdict "python tests" "FAILED: the wheels did not install (python-install.log)"
+fi
+
+wait  # the sanitizers
+if [[ -n "$SANITIZER" ]]; then
+    for run in "${SANITIZED[@]}"; do
+        read -r tool binary filter <<<"$run"
+        verdict "compute-sanitizer $tool $binary" "$(cat "$OUT/sanitizer-$tool-$binary.log.verdict")"
+    done
+else
+    verdict "compute-sanitizer" "FAILED: compute-sanitizer not found"
+fi
+
+# ---- the verdicts ---------------------------------------------------------------------------
+log "verdicts ($((SECONDS - START)) s on $(head -n 1 "$OUT/gpu.txt"))"
+status=0
+for name in "${ORDER[@]}"; do
+    printf '  %-44s %s\n' "$name" "${VERDICT[$name]}"
+    [[ "${VERDICT[$name]}" == FAILED* ]] && status=1
+done | tee "$OUT/verdicts.txt"
+grep -q "FAILED" "$OUT/verdicts.txt" && status=1
+grep -E ' MISS [^(]' "$OUT/bench-cuda.log" | sed 's/^/  target missed: /' | cut -c1-200 || true
+python3 - "$OUT" "$(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$((SECONDS - START))" <<'EOF'
 import json, os, sys
-out, commit = sys.argv[1], sys.argv[2]
-summary = {"commit": commit, "gpu": open(os.path.join(out, "gpu.txt")).read().strip(), "targets": []}
-path = os.path.join(out, "bench-cuda.json")
-if os.path.exists(path):
-    for row in json.load(open(path))["rows"]:
-        for target in row.get("targets", []):
-            verdict = "PASS" if target["pass"] else "MISS"
-            print(f"{verdict} {row['group']} {row['device']} {row['case']}: {target['name']}"
-                  f" ({100 * (row.get('fraction_of_limit') or 0):.0f}% of {row.get('limit')})")
-            summary["targets"].append({"row": f"{row['group']} {row['case']}", "target": target["name"],
-                                       "pass": target["pass"], "fraction_of_limit": row.get("fraction_of_limit")})
-else:
-    print("no benchmark results: every target not measured")
-with open(os.path.join(out, "gpu-check.json"), "w") as file:
-    json.dump(summary, file, indent=1)
-print(f"summary written to {os.path.join(out, 'gpu-check.json')}")
+out, commit, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+verdicts = {}
+for line in open(os.path.join(out, "verdicts.txt")):
+    name, _, text = line.strip().partition("  ")
+    verdicts[name.strip()] = text.strip()
+json.dump({"commit": commit, "gpu": open(os.path.join(out, "gpu.txt")).read().strip(), "seconds": seconds,
+           "verdicts": verdicts}, open(os.path.join(out, "gpu-check.json"), "w"), indent=1)
 EOF
-finish_stages "GPU check: every stage passed"
+exit $status
