@@ -1,8 +1,8 @@
 #pragma once
 // DeviceState<Runtime>: what GpuBackend keeps for one device, shared by all
 // threads working on it: its events, its page-locked staging buffers, its
-// stream-ordered memory pool, its host -> device copies (host_to_device.hpp),
-// and its set-up -- every kernel of the library
+// stream-ordered memory pool, its own stream (library_stream.hpp), its host ->
+// device copies (host_to_device.hpp), and its set-up -- every kernel of the library
 // is loaded on the device before the first launch there
 // (kernel_loading.hpp).
 
@@ -13,6 +13,7 @@
 #include "gpu/event_pool.hpp"
 #include "gpu/host_to_device.hpp"
 #include "gpu/kernel_loading.hpp"
+#include "gpu/library_stream.hpp"
 #include "gpu/pinned_staging_pool.hpp"
 #include "gpu/stream_ordered_memory.hpp"
 
@@ -23,13 +24,15 @@ template <class Runtime> class DeviceState {
 public:
     /// `deferred` outlives the state.
     DeviceState(int device, DeferredWork<Runtime>& deferred)
-        : events(), staging(device, deferred, events), memory(device), uploads(memory, events), device_(device) {}
+        : events(), staging(device, deferred, events), memory(device), uploads(memory, events, library_stream),
+          device_(device) {}
     DeviceState(const DeviceState&) = delete;
     DeviceState& operator=(const DeviceState&) = delete;
 
     EventPool<Runtime> events;
     PinnedStagingPool<Runtime> staging;
     StreamOrderedPool<Runtime> memory;
+    LibraryStream<Runtime> library_stream;
     HostToDevice<Runtime> uploads;
 
     /// Sets the device up, once (again after a failure): loads every

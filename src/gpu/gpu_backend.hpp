@@ -328,11 +328,13 @@ public:
         prepared->input_row_stride = plan.input_row_stride();
         prepared->output_row_stride = plan.output_row_stride();
         if (summary.entries != 0) {
-            // device memory outside any stream order, so that every stream
-            // may read it; the upload is ordered by the `ready` event
+            // stream-ordered memory of this stream, from the device's pool
+            // (cudaMalloc would map fresh memory at every plan): every
+            // stream that executes the plan waits for the `ready` event
+            // recorded after the upload
             const size_t table_bytes = summary.entries * sizeof(MoveTableEntry);
             prepared->keep_host_copy(storage.data());
-            prepared->own_table(allocate_device_relaxed(table_bytes));
+            prepared->own_table(state.memory.allocate(table_bytes, handle), handle, state.library_stream.get());
             state.uploads.copy(handle, prepared->table, storage.data(), table_bytes, storage.page_locked());
             storage.release_after(handle);
             prepared->ready = std::make_unique<EventLease>(state.events.acquire());
@@ -624,25 +626,28 @@ private:
         int device;
     };
 
-    /// A prepared plan's table in device memory, shared by the plan and by
-    /// the graphs that captured an execution of it: freed by the last of
-    /// them to go, on the deferred-work thread (cudaFree waits for the
-    /// device, and a graph's user object is released on a thread of the
-    /// runtime, which must make no runtime call).
+    /// A prepared plan's table in stream-ordered device memory, shared by
+    /// the plan and by the graphs that captured an execution of it: freed by
+    /// the last of them to go, on the deferred-work thread (a graph's user
+    /// object is released on a thread of the runtime, which must make no
+    /// runtime call), once every use of it is done -- on the device's own
+    /// stream, which no caller's stream orders.
     struct SharedDeviceTable {
-        SharedDeviceTable(int device_id, void* memory) noexcept : device(device_id), data(memory) {}
+        SharedDeviceTable(int device_id, void* memory, StreamHandle free_on) noexcept
+            : device(device_id), data(memory), free_stream(free_on) {}
         SharedDeviceTable(const SharedDeviceTable&) = delete;
         SharedDeviceTable& operator=(const SharedDeviceTable&) = delete;
         ~SharedDeviceTable() {
             try {
                 DeviceGuard<Runtime> guard(device);
-                Runtime::free_device(data);
+                StreamOrderedPool<Runtime>::free(data, free_stream);
             } catch (...) {
                 std::fprintf(stderr, "mtsarray: %s move plan leaked its table\n", Runtime::name);
             }
         }
         int device;
         void* data;
+        StreamHandle free_stream;
     };
     /// One owner's reference to a SharedDeviceTable, dropped on the
     /// deferred-work thread.
@@ -706,14 +711,14 @@ private:
             host_table_.assign(table_entries, table_entries + entries);
         }
 
-        /// Takes ownership of the device memory of the table.
-        void own_table(void* data) {
+        /// Takes ownership of the device memory of the table (allocated on
+        /// `stream`), to be freed on `free_stream` after its last use.
+        void own_table(void* data, StreamHandle stream, StreamHandle free_stream) {
             std::unique_ptr<SharedDeviceTable> owned;
             try {
-                owned = std::make_unique<SharedDeviceTable>(device, data);
+                owned = std::make_unique<SharedDeviceTable>(device, data, free_stream);
             } catch (...) {
-                DeviceGuard<Runtime> guard(device);
-                Runtime::free_device(data);
+                StreamOrderedPool<Runtime>::free(data, stream);
                 throw;
             }
             table = static_cast<MoveTableEntry*>(data);

@@ -11,9 +11,10 @@
 // with respect to host"; on an H100, a 128 MiB copy waited 1 s on the host
 // behind the destination stream's queued work).
 //
-// So a pageable copy above direct_pageable_limit runs on the device's upload
-// stream -- a non-blocking stream of mtsarray's own that nothing else
-// queues on -- into fresh stream-ordered memory; the caller's stream waits
+// So a pageable copy above direct_pageable_limit runs on the device's
+// library stream (library_stream.hpp) -- a non-blocking stream of
+// mtsarray's own that no caller's work is queued on -- into fresh
+// stream-ordered memory; the caller's stream waits
 // for it with an event and copies device to device (microseconds, for what
 // takes milliseconds to cross the bus), then frees it. The host may wait for
 // the bytes of the copy itself to be staged, never for the caller's stream:
@@ -26,11 +27,11 @@
 // copy_device_to_device_async, record_event, stream_wait_event.
 
 #include <cstddef>
-#include <mutex>
 #include <string>
 
 #include "base/error.hpp"
 #include "gpu/event_pool.hpp"
+#include "gpu/library_stream.hpp"
 #include "gpu/stream_ordered_memory.hpp"
 
 namespace mtsarray::detail {
@@ -45,9 +46,9 @@ public:
     /// a few hundred KiB.)
     static constexpr size_t direct_pageable_limit = size_t(256) << 10;
 
-    /// `memory` and `events` are the device's and outlive this.
-    HostToDevice(StreamOrderedPool<Runtime>& memory, EventPool<Runtime>& events)
-        : memory_(memory), events_(events) {}
+    /// `memory`, `events` and `upload` are the device's and outlive this.
+    HostToDevice(StreamOrderedPool<Runtime>& memory, EventPool<Runtime>& events, LibraryStream<Runtime>& upload)
+        : memory_(memory), events_(events), upload_(upload) {}
     HostToDevice(const HostToDevice&) = delete;
     HostToDevice& operator=(const HostToDevice&) = delete;
 
@@ -67,7 +68,7 @@ public:
         MTSARRAY_EXPECTS(!Runtime::capture_state(stream).active,
                          "a copy from pageable host memory can not be captured in a graph (a replay would read "
                          "that memory again, when its owner may have reused it)");
-        const StreamHandle upload = upload_stream();
+        const StreamHandle upload = upload_.get();
         void* staged = memory_.allocate(bytes, upload);
         try {
             Runtime::copy_host_to_device_async(staged, source, bytes, upload);
@@ -83,17 +84,9 @@ public:
     }
 
 private:
-    /// The device's upload stream, made on first use (the device is
-    /// current); it serves the device for the process.
-    StreamHandle upload_stream() {
-        std::call_once(created_, [&] { upload_ = Runtime::create_stream(); });
-        return upload_;
-    }
-
     StreamOrderedPool<Runtime>& memory_;
     EventPool<Runtime>& events_;
-    std::once_flag created_;
-    StreamHandle upload_{};
+    LibraryStream<Runtime>& upload_;
 };
 
 }  // namespace gpu
