@@ -685,6 +685,79 @@ template <typename T> Row run_move_data(const Options& options, const GpuMoveCas
     return row;
 }
 
+// ---- move plans ---------------------------------------------------------------------
+
+/// A reusable plan of `c` (mtsarray_move_plan_*) next to the move_data call
+/// it replaces: making the plan (until its upload is done; freed again) and
+/// move_data, both end to end, and the plan's execution end to end and on
+/// the device, with mtsarray's kernel on a table uploaded beforehand (kernel
+/// alone) as the limit.
+Row run_move_plan(const Options& options, const GpuMoveCase& c) {
+    auto& t = timing();
+    auto input = gpu_array<double>(c.input_shape, true);
+    auto output = gpu_array<double>(c.output_shape, false);
+    auto reference = gpu_array<double>(c.output_shape, false);
+    const size_t output_bytes = product(c.output_shape) * sizeof(double);
+    DeviceBuffer kernel_output(output_bytes);
+    const PreparedMoveKernel prepared(c.output_shape, c.input_shape, sizeof(double), c.movements);
+    auto o = raw(output);
+    auto i = raw(input);
+    auto r = raw(reference);
+
+    mtsarray_move_plan_t* plan = nullptr;
+    check(mtsarray_move_plan_create(&o, &i, c.movements.data(), c.movements.size(), &plan));
+    const std::unique_ptr<mtsarray_move_plan_t, mts_status_t (*)(mtsarray_move_plan_t*)> owned(
+        plan, mtsarray_move_plan_free);
+    auto create = [&] {
+        mtsarray_move_plan_t* made = nullptr;
+        check(mtsarray_move_plan_create(&o, &i, c.movements.data(), c.movements.size(), &made));
+        check(mtsarray_move_plan_free(made));
+    };
+    auto move = [&] { check(r.move_data(r.ptr, i.ptr, c.movements.data(), c.movements.size())); };
+    auto execute = [&] { check(mtsarray_move_plan_execute(plan, &o, &i)); };
+    auto kernel = [&] { prepared.launch(kernel_output.get(), mtsarray_pointer(input), t.stream); };
+
+    // the plan moves what move_data moves
+    execute();
+    move();
+    t.synchronize();
+    if (to_host(mtsarray_pointer(output), output_bytes) != to_host(mtsarray_pointer(reference), output_bytes)) {
+        throw std::runtime_error("cuda move plan " + c.name + ": the plan and move_data give different values");
+    }
+
+    const auto seconds = measure(options, {t.end_to_end(create), t.end_to_end(move), t.end_to_end(execute),
+                                           t.gated_device_time(execute), t.gated_device_time(kernel)});
+    const double create_seconds = seconds[0];
+    const double move_seconds = seconds[1];
+    const double execute_seconds = seconds[2];
+    const double kernel_seconds = seconds[4];
+
+    Row row;
+    row.group = "move_plan";
+    row.device = "cuda";
+    row.name = "f64 " + c.name;
+    row.parameters = c.parameters;
+    row.parameters.insert(row.parameters.begin(), {"dtype", "f64"});
+    row.seconds = execute_seconds;
+    row.device_seconds = seconds[3];
+    row.limit_name = "kernel alone";
+    row.limit_seconds = kernel_seconds;
+    row.baseline_name = "move_data (e2e)";
+    row.baseline_seconds = move_seconds;
+    row.measurements = {{"create_seconds", create_seconds},
+                        {"move_data_seconds", move_seconds},
+                        {"execute_seconds", execute_seconds},
+                        {"execute_device_seconds", seconds[3]},
+                        {"kernel_seconds", kernel_seconds}};
+    row.targets.push_back({"create <=1.5x move_data (e2e)", create_seconds <= 1.5 * move_seconds});
+    row.targets.push_back({"execute <=1.1x kernel alone (e2e)", execute_seconds <= 1.1 * kernel_seconds});
+    row.note = "create (and free) " + format_seconds(create_seconds) + " = " +
+               format_ratio(create_seconds / move_seconds, "x") + " move_data's " + format_seconds(move_seconds) +
+               "; execute " + format_seconds(execute_seconds) + " end to end, " + format_seconds(seconds[3]) +
+               " on the device; kernel alone " + format_seconds(kernel_seconds);
+    return row;
+}
+
 // ---- create, copy, swap_axes, as_dlpack ----------------------------------------------
 
 /// create (the vtable's, as libmetatensor calls it) filled with `value`:
@@ -976,6 +1049,10 @@ std::vector<Case> cuda_cases(const Options& options) {
     for (const auto& c : both_dtypes) {
         cases.push_back(make_case("move_data", "f64 " + c.name, [options, c] { return run_move_data<double>(options, c); }));
         cases.push_back(make_case("move_data", "f32 " + c.name, [options, c] { return run_move_data<float>(options, c); }));
+    }
+
+    for (const auto& c : {differing_ranges_case(scattered_count), shared_range_case(scattered_count, true)}) {
+        cases.push_back(make_case("move_plan", "f64 " + c.name, [options, c] { return run_move_plan(options, c); }));
     }
 
     const std::vector<size_t> sizes = smoke ? std::vector<size_t>{10000}

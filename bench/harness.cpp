@@ -75,20 +75,6 @@ std::string json_number(double value) {
     return buffer;
 }
 
-std::string format_ratio(double value, const char* suffix) {
-    if (!std::isfinite(value)) {
-        return "-";
-    }
-    char buffer[32];
-    if (value >= 100) {
-        std::snprintf(buffer, sizeof(buffer), "%.0f%s", value, suffix);
-    } else if (value >= 10) {
-        std::snprintf(buffer, sizeof(buffer), "%.1f%s", value, suffix);
-    } else {
-        std::snprintf(buffer, sizeof(buffer), "%.2f%s", value, suffix);
-    }
-    return buffer;
-}
 
 std::string format_percent(double fraction) {
     if (!std::isfinite(fraction)) {
@@ -123,6 +109,21 @@ std::string targets_text(const Row& row) {
 }
 
 }  // namespace
+
+std::string format_ratio(double value, const char* suffix) {
+    if (!std::isfinite(value)) {
+        return "-";
+    }
+    char buffer[32];
+    if (value >= 100) {
+        std::snprintf(buffer, sizeof(buffer), "%.0f%s", value, suffix);
+    } else if (value >= 10) {
+        std::snprintf(buffer, sizeof(buffer), "%.1f%s", value, suffix);
+    } else {
+        std::snprintf(buffer, sizeof(buffer), "%.2f%s", value, suffix);
+    }
+    return buffer;
+}
 
 TimedBatch wall_clock(std::function<void()> operation) {
     return [operation = std::move(operation)](size_t iterations) {

@@ -109,6 +109,8 @@ std::string describe_machine();
 
 /// 1.2 ms, 350 ns, ...; 4.0 KiB, 1.5 MiB, ...; 1e6, 3e3, ...
 std::string format_seconds(double seconds);
+/// "2.35x", "12.3x", "1234x" (suffix after the number); "-" when not finite.
+std::string format_ratio(double value, const char* suffix);
 std::string format_bytes(double bytes);
 std::string format_count(double count);
 
