@@ -21,6 +21,16 @@ public:
     /// Gives memory back in stream order: after the work queued on `stream`
     /// so far. Never throws.
     virtual void deallocate(const Stream& stream, void* data, size_t bytes) const noexcept = 0;
+    /// allocate() of memory that already holds zeros, for an allocator that
+    /// can give it for less than allocate() and a fill (the host's calloc
+    /// does not write pages fresh from the kernel, which are zero); nullptr
+    /// where it can not (the default), and the caller fills. Freed with
+    /// deallocate(). Throws OutOfMemory.
+    virtual void* allocate_zeroed(const Stream& stream, size_t bytes) const {
+        (void)stream;
+        (void)bytes;
+        return nullptr;
+    }
 };
 
 }  // namespace mtsarray::detail

@@ -11,13 +11,31 @@
 
 namespace mtsarray::detail {
 
-std::unique_ptr<Array> Array::allocate(DLDataType dtype, Shape shape,
-                                       const Stream& stream) {
+namespace {
+
+/// The bytes of an array of `shape` elements of `dtype` on `stream`'s
+/// device, checked; an array outlives the call, which a graph capture could
+/// not replay.
+size_t bytes_of_new_array(DLDataType dtype, const Shape& shape, const Stream& stream) {
     check_dtype(dtype);
     const size_t bytes = checked_element_count(shape, element_size(dtype)) * element_size(dtype);
-    // an array outlives the call, which a graph capture could not replay
     detail::memory_backend(stream.device().device_type).check_not_capturing(stream, "allocating a new array");
-    auto buffer = Buffer::allocate(stream, bytes);
+    return bytes;
+}
+
+}  // namespace
+
+std::unique_ptr<Array> Array::allocate(DLDataType dtype, Shape shape,
+                                       const Stream& stream) {
+    auto buffer = Buffer::allocate(stream, bytes_of_new_array(dtype, shape, stream));
+    return std::make_unique<Array>(std::move(buffer), dtype, std::move(shape), stream);
+}
+
+std::unique_ptr<Array> Array::allocate_zeroed(DLDataType dtype, Shape shape, const Stream& stream) {
+    auto buffer = Buffer::allocate_zeroed(stream, bytes_of_new_array(dtype, shape, stream));
+    if (buffer == nullptr) {
+        return nullptr;
+    }
     return std::make_unique<Array>(std::move(buffer), dtype, std::move(shape), stream);
 }
 

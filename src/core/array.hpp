@@ -26,6 +26,9 @@ public:
     /// `stream` (which also gives the device). Validates dtype and shape.
     static std::unique_ptr<Array> allocate(DLDataType dtype, Shape shape,
                                            const Stream& stream);
+    /// allocate() of zeros, where the device's allocator has zeroed memory
+    /// for less than a fill (Buffer::allocate_zeroed); nullptr otherwise.
+    static std::unique_ptr<Array> allocate_zeroed(DLDataType dtype, Shape shape, const Stream& stream);
 
     /// An array over existing memory (wrap, zero-copy import).
     Array(std::shared_ptr<Buffer> buffer, DLDataType dtype, Shape shape,

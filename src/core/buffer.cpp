@@ -14,6 +14,20 @@ namespace mtsarray::detail {
 std::shared_ptr<Buffer> Buffer::allocate(const Stream& stream, size_t bytes) {
     auto allocator = current_allocator(stream.device().device_type);
     void* data = allocator->allocate(stream, bytes);
+    return hold(std::move(allocator), stream, data, bytes);
+}
+
+std::shared_ptr<Buffer> Buffer::allocate_zeroed(const Stream& stream, size_t bytes) {
+    auto allocator = current_allocator(stream.device().device_type);
+    void* data = allocator->allocate_zeroed(stream, bytes);
+    if (data == nullptr) {
+        return nullptr;
+    }
+    return hold(std::move(allocator), stream, data, bytes);
+}
+
+std::shared_ptr<Buffer> Buffer::hold(std::shared_ptr<const Allocator> allocator, const Stream& stream, void* data,
+                                     size_t bytes) {
     try {
         fault_injection::check("allocate");  // the holder's own host allocation
         // one allocation for the Buffer and its reference count: arrays are

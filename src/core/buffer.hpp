@@ -34,6 +34,10 @@ public:
     /// New memory on `stream.device()`, allocated on `stream` by the
     /// device's allocator (core/installed_allocator.hpp). Throws OutOfMemory / Error.
     static std::shared_ptr<Buffer> allocate(const Stream& stream, size_t bytes);
+    /// allocate() of memory holding zeros where the device's allocator has
+    /// it for less than a fill (Allocator::allocate_zeroed); nullptr where
+    /// it has not (then the caller allocates and fills).
+    static std::shared_ptr<Buffer> allocate_zeroed(const Stream& stream, size_t bytes);
 
     /// Memory owned by someone else (mtsarray_wrap, an imported DLPack
     /// tensor): `release` runs exactly once when the last holder is gone and
@@ -87,6 +91,10 @@ public:
     bool writable_pointer_escaped() const noexcept;
 
 private:
+    /// The holder of memory `allocator` gave; frees it when the holder can
+    /// not be made.
+    static std::shared_ptr<Buffer> hold(std::shared_ptr<const Allocator> allocator, const Stream& stream, void* data,
+                                        size_t bytes);
     void record_device_use(const Stream& stream);
     void set_device_release_stream(const Stream& stream);
 

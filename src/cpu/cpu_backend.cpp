@@ -29,17 +29,34 @@ namespace {
 // Cache-line alignment: enough for any element and for vector loads.
 constexpr size_t host_alignment = 64;
 
+// Allocations of at least this size are fresh maps from the kernel (glibc's
+// largest dynamic mmap threshold on 64-bit systems), whose pages are zero
+// until first touched: a zero-filled array that large is calloc'd and not
+// filled, so that its pages are zeroed once, by the kernel, at the first
+// write of whoever fills them (not first by a memset of ours). Measured on
+// the 2-vCPU VM (best of 30, alternated runs), 80 MB of zeros then written
+// everywhere: 2.8-3.1 ms instead of 3.6-4.5 ms when the writer uses two
+// threads (as move_data does), 4.2-4.9 ms instead of 4.2-4.3 ms when it uses
+// one.
+constexpr size_t fresh_map_bytes = size_t(32) << 20;
+
 // malloc with the alignment done by hand: std::aligned_alloc (glibc's
 // memalign) asks for more than the size it is given, which defeats glibc's
 // dynamic mmap threshold, so every large array was a fresh mmap whose pages
 // all faulted on first touch (4x the page faults of malloc for 8 MB arrays,
 // create 0.7x slower than std::vector). The distance back to what malloc
 // returned is kept in the byte just before the aligned pointer.
-void* allocate_aligned(size_t bytes) {
+//
+// `zeroed`: calloc instead, which zeroes only what is not zero already:
+// memory reused from the heap, not pages fresh from the kernel (which the
+// kernel zeroes at their first touch, and a memset of ours would have
+// zeroed a second time).
+void* allocate_aligned(size_t bytes, bool zeroed = false) {
     if (bytes > SIZE_MAX - host_alignment) {
         return nullptr;
     }
-    auto* raw = static_cast<unsigned char*>(std::malloc(bytes + host_alignment));
+    auto* raw = static_cast<unsigned char*>(zeroed ? std::calloc(1, bytes + host_alignment)
+                                                   : std::malloc(bytes + host_alignment));
     if (raw == nullptr) {
         return nullptr;
     }
@@ -58,6 +75,22 @@ void free_aligned(void* data) noexcept {
     }
 }
 
+/// An array's memory, advised into huge pages where that pays.
+void* allocate_host(size_t bytes, bool zeroed) {
+    fault_injection::check("allocate");
+    void* data = allocate_aligned(bytes, zeroed);
+    if (data == nullptr) {
+        throw OutOfMemory("could not allocate " + std::to_string(bytes) + " bytes on the CPU");
+    }
+    try {
+        cpu::advise_huge_pages(data, bytes);
+    } catch (...) {
+        free_aligned(data);
+        throw;
+    }
+    return data;
+}
+
 class CpuBackend final : public Backend {
 public:
     const char* name() const noexcept override { return "cpu"; }
@@ -73,21 +106,21 @@ public:
 
     void* allocate(const Stream& stream, size_t bytes) const override {
         check_device(stream.device());
-        fault_injection::check("allocate");
-        void* data = allocate_aligned(bytes);
-        if (data == nullptr) {
-            throw OutOfMemory("could not allocate " + std::to_string(bytes) + " bytes on the CPU");
+        return allocate_host(bytes, /*zeroed=*/false);
+    }
+
+    void* allocate_zeroed(const Stream& stream, size_t bytes) const override {
+        check_device(stream.device());
+        if (bytes < fresh_map_bytes) {
+            // below, the memory may come back from the heap, which calloc
+            // zeroes on one thread where fill() uses several
+            return nullptr;
         }
-        try {
-            cpu::advise_huge_pages(data, bytes);
-        } catch (...) {
-            free_aligned(data);
-            throw;
-        }
-        return data;
+        return allocate_host(bytes, /*zeroed=*/true);
     }
 
     void deallocate(const Stream&, void* data, size_t) const noexcept override { free_aligned(data); }
+
 
     void fill(const Stream&, void* data, size_t count, const void* value,
               size_t element_size) const override {

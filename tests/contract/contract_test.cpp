@@ -3,6 +3,7 @@
 // array's own as_dlpack(cpu) and compared with a host reference.
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -97,6 +98,33 @@ TEST_P(Contract, ZerosReportShapeDtypeDeviceAndHoldZeros) {
     EXPECT_TRUE(ours);
 
     EXPECT_EQ(read_bytes(array), std::vector<uint8_t>(12 * size(), 0));
+}
+
+// Zeros in memory that held something else a moment ago (freed and handed
+// out again by the allocator), small and large (above the sizes the host
+// allocator maps fresh from the kernel), and -0.0, which is no zero pattern.
+TEST_P(Contract, ZerosInReusedMemoryAreZeros) {
+    for (uintptr_t rows : {uintptr_t(3), uintptr_t(1) << 16, uintptr_t(1) << 20}) {
+        const std::vector<uintptr_t> shape = {rows, 4};
+        const std::vector<uint8_t> ones(element_size(dtype()), 0xFF);
+        for (int round = 0; round < 3; round++) {
+            mts_array_t raw = {};
+            ASSERT_EQ(mtsarray_full(device(), dtype(), shape.data(), shape.size(), ones.data(), &raw), MTS_SUCCESS)
+                << last_error();
+            raw.destroy(raw.ptr);
+            auto zeros = mtsarray::Array::zeros(device(), dtype(), shape);
+            EXPECT_EQ(read_bytes(zeros), std::vector<uint8_t>(rows * 4 * size(), 0)) << rows << " rows";
+        }
+    }
+    if (same_dtype(dtype(), float64())) {
+        const double negative_zero = -0.0;
+        mts_array_t raw = {};
+        const uintptr_t shape[1] = {5};
+        ASSERT_EQ(mtsarray_full(device(), dtype(), shape, 1, &negative_zero, &raw), MTS_SUCCESS) << last_error();
+        mtsarray::Array array(raw);
+        EXPECT_EQ(from_bytes<double>(read_bytes(array)), std::vector<double>(5, -0.0));
+        EXPECT_TRUE(std::signbit(from_bytes<double>(read_bytes(array))[0]));
+    }
 }
 
 TEST_P(Contract, FullRepeatsTheValue) {
