@@ -85,16 +85,7 @@ __global__ void __launch_bounds__(threads_per_block) fill_kernel(FillArguments a
 template <class BodyUnit> struct FillKernel;
 
 template <class Runtime, class BodyUnit> KernelKey fill_kernel_key() {
-    if constexpr (Runtime::kernels_run_on_host) {
-        return host_kernel_key<FillKernel<BodyUnit>>();
-    } else {
-#if MTSARRAY_DEVICE_COMPILER
-        return reinterpret_cast<KernelKey>(fill_kernel<BodyUnit>);
-#else
-        static_assert(Runtime::kernels_run_on_host, "GPU kernels need nvcc or hipcc");
-        return nullptr;
-#endif
-    }
+    return MTSARRAY_KERNEL_KEY(Runtime, FillKernel<BodyUnit>, fill_kernel<BodyUnit>);
 }
 
 template <class Runtime, class Visit> void visit_fill_kernels(Visit&& visit) {

@@ -41,6 +41,16 @@ template <class Kernel> struct HostKernelKey {
 };
 template <class Kernel> constexpr KernelKey host_kernel_key() { return &HostKernelKey<Kernel>::tag; }
 
+/// The key of `kernel` (a `__global__` function, which exists under a device
+/// compiler only) on `Runtime`, whose tag type on a host runtime is `Tag`.
+#if MTSARRAY_DEVICE_COMPILER
+#define MTSARRAY_KERNEL_KEY(Runtime, Tag, kernel)                                            \
+    (Runtime::kernels_run_on_host ? ::mtsarray::detail::gpu::host_kernel_key<Tag>()         \
+                                  : reinterpret_cast<::mtsarray::detail::gpu::KernelKey>(kernel))
+#else
+#define MTSARRAY_KERNEL_KEY(Runtime, Tag, kernel) ::mtsarray::detail::gpu::host_kernel_key<Tag>()
+#endif
+
 /// Threads per block of the one-dimensional kernels (fill, move_data,
 /// general strided copy): a multiple of both the 32-wide CUDA warp and the
 /// 64-wide AMD wavefront.

@@ -87,29 +87,11 @@ template <bool Narrow> struct MoveDataInlineKernel;
 template <bool Narrow> struct MoveDataDeviceTableKernel;
 
 template <class Runtime, bool Narrow> KernelKey move_data_inline_kernel_key() {
-    if constexpr (Runtime::kernels_run_on_host) {
-        return host_kernel_key<MoveDataInlineKernel<Narrow>>();
-    } else {
-#if MTSARRAY_DEVICE_COMPILER
-        return reinterpret_cast<KernelKey>(move_data_inline_kernel<Narrow>);
-#else
-        static_assert(Runtime::kernels_run_on_host, "GPU kernels need nvcc or hipcc");
-        return nullptr;
-#endif
-    }
+    return MTSARRAY_KERNEL_KEY(Runtime, MoveDataInlineKernel<Narrow>, move_data_inline_kernel<Narrow>);
 }
 
 template <class Runtime, bool Narrow> KernelKey move_data_device_table_kernel_key() {
-    if constexpr (Runtime::kernels_run_on_host) {
-        return host_kernel_key<MoveDataDeviceTableKernel<Narrow>>();
-    } else {
-#if MTSARRAY_DEVICE_COMPILER
-        return reinterpret_cast<KernelKey>(move_data_device_table_kernel<Narrow>);
-#else
-        static_assert(Runtime::kernels_run_on_host, "GPU kernels need nvcc or hipcc");
-        return nullptr;
-#endif
-    }
+    return MTSARRAY_KERNEL_KEY(Runtime, MoveDataDeviceTableKernel<Narrow>, move_data_device_table_kernel<Narrow>);
 }
 
 template <class Runtime, class Visit> void visit_move_data_kernels(Visit&& visit) {

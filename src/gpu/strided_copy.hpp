@@ -206,29 +206,13 @@ template <size_t Width, class Index, size_t Rank> struct GeneralCopyKernel;
 template <size_t Width, size_t Rank> struct TransposeKernel;
 
 template <class Runtime, size_t Width, class Index, size_t Rank> KernelKey general_copy_kernel_key() {
-    if constexpr (Runtime::kernels_run_on_host) {
-        return host_kernel_key<GeneralCopyKernel<Width, Index, Rank>>();
-    } else {
-#if MTSARRAY_DEVICE_COMPILER
-        return reinterpret_cast<KernelKey>(general_copy_kernel<Width, Index, Rank>);
-#else
-        static_assert(Runtime::kernels_run_on_host, "GPU kernels need nvcc or hipcc");
-        return nullptr;
-#endif
-    }
+    using Tag = GeneralCopyKernel<Width, Index, Rank>;
+    return MTSARRAY_KERNEL_KEY(Runtime, Tag, (general_copy_kernel<Width, Index, Rank>));
 }
 
 template <class Runtime, size_t Width, size_t Rank> KernelKey transpose_kernel_key() {
-    if constexpr (Runtime::kernels_run_on_host) {
-        return host_kernel_key<TransposeKernel<Width, Rank>>();
-    } else {
-#if MTSARRAY_DEVICE_COMPILER
-        return reinterpret_cast<KernelKey>(transpose_kernel<Width, Rank>);
-#else
-        static_assert(Runtime::kernels_run_on_host, "GPU kernels need nvcc or hipcc");
-        return nullptr;
-#endif
-    }
+    using Tag = TransposeKernel<Width, Rank>;
+    return MTSARRAY_KERNEL_KEY(Runtime, Tag, (transpose_kernel<Width, Rank>));
 }
 
 template <class Runtime, size_t Rank, class Visit> void visit_strided_copy_kernels_of_rank(Visit& visit) {
