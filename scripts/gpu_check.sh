@@ -88,7 +88,13 @@ pack() {
         echo ".gpu-check/wheels"
     })
     printf '%s\n' "${build#"$REPO_ROOT"/}" >"$CHECK_DIR/build-dir"
-    tar -C "$REPO_ROOT" -czf "$CHECK_DIR/bundle.tar.gz" "${files[@]}" .gpu-check/build-dir
+    # the commit the bundle was made at (plus "+changes" for a dirty tree):
+    # the GPU machine's copy of the repository may not say
+    local commit
+    commit="$(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    git -C "$REPO_ROOT" diff --quiet HEAD 2>/dev/null || commit="$commit+changes"
+    printf '%s\n' "$commit" >"$CHECK_DIR/commit"
+    tar -C "$REPO_ROOT" -czf "$CHECK_DIR/bundle.tar.gz" "${files[@]}" .gpu-check/build-dir .gpu-check/commit
     log "bundle: $(du -h "$CHECK_DIR/bundle.tar.gz" | cut -f1) in $CHECK_DIR/bundle.tar.gz (${#files[@]} entries)"
     log "on the GPU machine, with the repository at $REPO_ROOT (a symbolic link will do):"
     echo "    bash scripts/gpu_check.sh .gpu-check/bundle.tar.gz"
@@ -221,7 +227,7 @@ else
 fi
 
 # ---- the verdicts ---------------------------------------------------------------------------
-log "verdicts ($((SECONDS - START)) s on $(head -n 1 "$OUT/gpu.txt"))"
+log "verdicts ($((SECONDS - START)) s on $(head -n 1 "$OUT/gpu.txt"), bundle of $(cat "$CHECK_DIR/commit" 2>/dev/null))"
 status=0
 for name in "${ORDER[@]}"; do
     printf '  %-44s %s\n' "$name" "${VERDICT[$name]}"
@@ -229,7 +235,7 @@ for name in "${ORDER[@]}"; do
 done | tee "$OUT/verdicts.txt"
 grep -q "FAILED" "$OUT/verdicts.txt" && status=1
 grep -E ' MISS [^(]' "$OUT/bench-cuda.log" | sed 's/^/  target missed: /' | cut -c1-200 || true
-python3 - "$OUT" "$(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$((SECONDS - START))" <<'EOF'
+python3 - "$OUT" "$(cat "$CHECK_DIR/commit" 2>/dev/null || echo unknown)" "$((SECONDS - START))" <<'EOF'
 import json, os, sys
 out, commit, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 verdicts = {}
