@@ -27,7 +27,6 @@
 // copy_device_to_device_async, record_event, stream_wait_event.
 
 #include <cstddef>
-#include <string>
 
 #include "base/error.hpp"
 #include "gpu/event_pool.hpp"
