@@ -79,7 +79,10 @@ public:
     /// plan (the caller checked them): no movement is read, nothing is
     /// validated. Thread-safe. A graph that captured the call keeps what it
     /// reads of `prepared`, which may be destroyed before the graph.
-    virtual void execute_move_plan(const Stream& stream, void* output, const void* input,
+    /// Returns false, having queued nothing, when `prepared` can not serve
+    /// this call (a capture that can not read it yet): the caller runs
+    /// move_data on the plan's movements instead.
+    virtual bool execute_move_plan(const Stream& stream, void* output, const void* input,
                                    const Stream& input_stream, const BackendMovePlan& prepared) const {
         (void)stream;
         (void)output;

@@ -703,6 +703,27 @@ MoveSummary check_into(const MovePlan& plan, mts_data_movement_t* copy) {
     return summary;
 }
 
+SampleReach copy_movements(const mts_data_movement_t* from, mts_data_movement_t* copy, size_t count) {
+    SampleReach reaches[max_check_parts];
+    const size_t parts = check_in_parts(count, [&](size_t part, size_t begin, size_t end) {
+        uintptr_t input_samples = 0;
+        uintptr_t output_samples = 0;
+        for (size_t i = begin; i < end; i++) {
+            const mts_data_movement_t movement = from[i];
+            input_samples = std::max(input_samples, movement.sample_in + 1);
+            output_samples = std::max(output_samples, movement.sample_out + 1);
+            copy[i] = movement;
+        }
+        reaches[part] = {input_samples, output_samples};
+    });
+    SampleReach reach;
+    for (size_t part = 0; part < parts; part++) {
+        reach.input_samples = std::max(reach.input_samples, reaches[part].input_samples);
+        reach.output_samples = std::max(reach.output_samples, reaches[part].output_samples);
+    }
+    return reach;
+}
+
 CheckedMoves plan_checked_copy(const MovePlan& plan, const MoveSummary& summary) {
     CheckedMoves checked;
     checked.summary = summary;

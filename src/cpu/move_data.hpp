@@ -37,6 +37,18 @@ MoveDataSplit choose_split(const MovePlan& plan, const MoveSummary& summary, siz
 /// first bad movement. On several threads for long lists, like move_data().
 MoveSummary check_into(const MovePlan& plan, mts_data_movement_t* copy);
 
+/// The samples a list of movements reaches: one more than the highest
+/// input and output sample it names (0 and 0 for an empty list).
+struct SampleReach {
+    uintptr_t input_samples = 0;
+    uintptr_t output_samples = 0;
+};
+
+/// Copies `count` movements from `from` into `copy`, reading each once, and
+/// gives the samples they reach; checks nothing. On several threads for
+/// long lists, like check_into(). `copy` may be `from` (the reach alone).
+SampleReach copy_movements(const mts_data_movement_t* from, mts_data_movement_t* copy, size_t count);
+
 /// How move_data() would copy movements checked by check_into(), decided
 /// once for a plan that is executed many times.
 struct CheckedMoves {

@@ -333,7 +333,6 @@ public:
             // stream that executes the plan waits for the `ready` event
             // recorded after the upload
             const size_t table_bytes = summary.entries * sizeof(MoveTableEntry);
-            prepared->keep_host_copy(storage.data());
             prepared->own_table(state.memory.allocate(table_bytes, handle), handle, state.library_stream.get());
             state.uploads.copy(handle, prepared->table, storage.data(), table_bytes, storage.page_locked());
             storage.release_after(handle);
@@ -343,7 +342,7 @@ public:
         return prepared;
     }
 
-    void execute_move_plan(const Stream& stream, void* output, const void* input, const Stream& input_stream,
+    bool execute_move_plan(const Stream& stream, void* output, const void* input, const Stream& input_stream,
                            const BackendMovePlan& prepared) const override {
         const auto* plan = dynamic_cast<const PreparedMovePlan*>(&prepared);
         MTSARRAY_EXPECTS(plan != nullptr && plan->backend == this,
@@ -353,21 +352,26 @@ public:
                          "move plan: the plan was made for device " + std::to_string(plan->device) + ", not " +
                              stream.describe());
         DeviceGuard<Runtime> guard(plan->device);
+        const bool capturing = Runtime::capture_state(handle).active;
+        if (capturing && plan->entries != 0 && !plan->capturable()) {
+            return false;
+        }
         wait(stream, input_stream);
         if (plan->entries == 0) {
-            return;
+            return true;
         }
         const MoveDataArguments arguments = move_data_arguments(plan->classes, input, output,
                                                                 plan->input_row_stride, plan->output_row_stride);
-        if (Runtime::capture_state(handle).active) {
+        if (capturing) {
             capture_move_plan(handle, *plan, arguments);
-            return;
+            return true;
         }
         plan->wait_until_uploaded(handle);
         launch_move_data_with_device_table<Runtime>(handle, arguments, plan->table, plan->classes.blocks,
                                                     plan->narrow);
         MTSARRAY_CHECK_LAUNCH(Errors, "move plan");
         plan->record_use(stream, handle);
+        return true;
     }
 
     void strided_copy(const Stream& stream, void* destination, const StridedView& source) const override {
@@ -703,14 +707,6 @@ private:
             }
         }
 
-        /// Keeps a host copy of the `entries` entries of the table (as
-        /// uploaded) for captures that can not read the device table: until
-        /// the upload is known done where graphs can own memory, for the
-        /// plan's lifetime where they can not.
-        void keep_host_copy(const MoveTableEntry* table_entries) {
-            host_table_.assign(table_entries, table_entries + entries);
-        }
-
         /// Takes ownership of the device memory of the table (allocated on
         /// `stream`), to be freed on `free_stream` after its last use.
         void own_table(void* data, StreamHandle stream, StreamHandle free_stream) {
@@ -738,11 +734,6 @@ private:
             }
             if (done) {
                 uploaded_.store(true, std::memory_order_release);
-                if constexpr (Runtime::has_user_objects) {
-                    std::vector<MoveTableEntry> unused;
-                    std::lock_guard<std::mutex> lock(mutex_);
-                    unused.swap(host_table_);
-                }
             }
             return done;
         }
@@ -755,19 +746,15 @@ private:
             }
         }
 
-        /// For a capture: a copy of the table into `copy` when the graph
-        /// needs its own (true), or false when it may read the device table
-        /// -- uploaded, and kept alive by a share the graph owns.
-        bool copy_for_capture(std::vector<MoveTableEntry>& copy) const {
-            if (Runtime::has_user_objects && upload_done()) {
+        /// Whether a capture may read the device table: once its upload is
+        /// known done (a graph can not wait for an event recorded outside
+        /// it), and where a graph can own a share of it (a user object).
+        bool capturable() const {
+            if constexpr (Runtime::has_user_objects) {
+                return upload_done();
+            } else {
                 return false;
             }
-            std::lock_guard<std::mutex> lock(mutex_);
-            if (host_table_.empty()) {
-                return false;  // dropped: the upload was seen done meanwhile
-            }
-            copy = host_table_;
-            return true;
         }
 
         /// A new share of the device table, for a graph to own.
@@ -828,40 +815,26 @@ private:
         TableReference* share_ = nullptr;  // the plan's; a raw pointer, so that only the deferred thread drops it
         mutable std::mutex mutex_;
         mutable std::vector<Use> uses_;
-        mutable std::vector<MoveTableEntry> host_table_;
         mutable std::atomic<bool> uploaded_{false};
     };
 
     /// An execution of a prepared plan captured in a graph, which must not
-    /// wait on the host nor outlive what it reads. Once the table's upload
-    /// is known done, the graph reads the plan's device table and owns a
-    /// share of it (a user object). Before that (the upload may still be
-    /// queued: a graph can not wait for an event recorded outside it), or
-    /// where graphs can own nothing (HIP 5.2), the graph gets a table of
-    /// its own, from the plan's host copy, as a captured move_data does.
+    /// wait on the host nor outlive what it reads: the graph reads the
+    /// plan's device table, uploaded (plan.capturable()), and owns a share
+    /// of it (a user object). A capture before the upload is known done, or
+    /// where graphs can own nothing (HIP 5.2), runs the plan's movements
+    /// through move_data instead, which gives the graph a table of its own.
     void capture_move_plan(StreamHandle handle, const PreparedMovePlan& plan, MoveDataArguments arguments) const {
-        std::vector<MoveTableEntry> copy;
-        if (plan.copy_for_capture(copy)) {
-            if (copy.size() <= inline_move_table_capacity) {
-                launch_move_data<Runtime>(handle, arguments, copy.data(), copy.size(), plan.classes.blocks,
-                                          plan.narrow);
-                MTSARRAY_CHECK_LAUNCH(Errors, "move plan");
-                return;
-            }
-            MoveTableSummary summary;
-            summary.entries = copy.size();
-            launch_captured(handle, plan.device, copy.data(), summary, arguments, plan.classes.blocks,
-                            plan.narrow);
-            return;
-        }
         if constexpr (Runtime::has_user_objects) {
             Runtime::retain_with_graph(handle, &TableReference::drop, plan.share().release());
             launch_move_data_with_device_table<Runtime>(handle, arguments, plan.table, plan.classes.blocks,
                                                         plan.narrow);
             MTSARRAY_CHECK_LAUNCH(Errors, "move plan");
         } else {
-            // the host copy lives as long as the plan where graphs own nothing
-            throw Error("move plan: the table of the plan is not on the host, a graph can not capture it");
+            (void)handle;
+            (void)plan;
+            (void)arguments;
+            throw Error("move plan: a graph can not own the plan's table on this runtime");  // capturable() is false
         }
     }
 

@@ -31,9 +31,11 @@ namespace mtsarray::detail {
 namespace gpu {
 
 /// Movements a part checks at least: below twice this, a table is built on
-/// the calling thread (waking pool threads costs microseconds, what
-/// building a few thousand entries costs).
-constexpr size_t min_movements_per_table_part = size_t(1) << 14;
+/// the calling thread. A part of 4096 movements is 15-35 us of work (4-9 ns
+/// a movement), several times what waking a pool thread costs; larger
+/// parts left most threads of a 16-core host idle on 10^5 movements (6
+/// parts of 16384: 2.9x one thread).
+constexpr size_t min_movements_per_table_part = size_t(1) << 12;
 /// Parts per thread (a thread slowed down leaves its later parts to the
 /// others), and parts in all.
 constexpr size_t table_parts_per_thread = 2;

@@ -48,24 +48,27 @@ ReusableMovePlan::ReusableMovePlan(const Array& output, const Array& input, cons
             throw OutOfMemory("out of host memory for the copy of " + std::to_string(count) + " movements");
         }
     }
+    cpu::SampleReach reach;
     if (is_host_accessible(device_.device_type)) {
         // checks each movement as it copies it, and decides how to copy them
         auto host = std::make_unique<cpu::HostMovePlan>(caller_plan, movements_.get());
         host_ = host.get();
         prepared_ = std::move(host);
+        reach = cpu::copy_movements(movements_.get(), movements_.get(), count);
     } else {
-        (void)cpu::check_into(caller_plan, movements_.get());
-        // the device's own form of the checked movements (a GPU's table in
-        // device memory, uploaded once), or nullptr: executions then run
-        // the backend's move_data on the checked copy
-        prepared_ = output.compute_backend().prepare_move_plan(output.stream(),
-                                                               caller_plan.with_movements(movements_.get()));
+        // The caller's list is read once, into the copy; the backend checks
+        // the copy as it builds its own form of it (a GPU's table in device
+        // memory, uploaded once), or the copy is checked here when it makes
+        // none: executions then run the backend's move_data on it.
+        reach = cpu::copy_movements(movements, movements_.get(), count);
+        const MovePlan copied = caller_plan.with_movements(movements_.get());
+        prepared_ = output.compute_backend().prepare_move_plan(output.stream(), copied);
+        if (prepared_ == nullptr) {
+            copied.validate();
+        }
     }
-
-    for (size_t i = 0; i < count; i++) {
-        output_samples_needed_ = std::max(output_samples_needed_, movements_[i].sample_out + 1);
-        input_samples_needed_ = std::max(input_samples_needed_, movements_[i].sample_in + 1);
-    }
+    output_samples_needed_ = reach.output_samples;
+    input_samples_needed_ = reach.input_samples;
     empty_ = caller_plan.trivially_empty();
     if (host_ != nullptr && !empty_ && host_->summary().one_run &&
         host_->summary().bytes < cpu::parallel_threshold_bytes) {
@@ -97,18 +100,19 @@ void ReusableMovePlan::run(Array& output, const Array& input) const {
     }
 
     const auto& backend = output.compute_backend();
-    if (prepared_ != nullptr && !output.overlaps(input)) {
-        // the device's prepared table: one launch, nothing uploaded or
-        // allocated (its offsets hold for these arrays: the axes after the
-        // samples are the plan's, matches() said so)
-        backend.execute_move_plan(stream, output.data(), input.data(), input.stream(), *prepared_);
+    // the device's prepared table: one launch, nothing uploaded or
+    // allocated (its offsets hold for these arrays: the axes after the
+    // samples are the plan's, matches() said so)
+    if (prepared_ != nullptr && !output.overlaps(input) &&
+        backend.execute_move_plan(stream, output.data(), input.data(), input.stream(), *prepared_)) {
         input.buffer()->record_use(stream);
         return;
     }
-    // Otherwise its backend's move_data on the checked copy, with these
-    // arrays' shapes (the movements fit them: matches() said so). It reads
-    // the movements while the call queues the copy, so the plan's memory is
-    // not used by the work left queued.
+    // Otherwise (no prepared form, a capture that can not read it yet, or
+    // arrays in one buffer) its backend's move_data on the checked copy,
+    // with these arrays' shapes (the movements fit them: matches() said
+    // so). It reads the movements while the call queues the copy, so the
+    // plan's memory is not used by the work left queued.
     const MovePlan plan(output.shape(), input.shape(), element_size_, movements_.get(), count_);
     if (!output.overlaps(input)) {
         backend.move_data(stream, output.data(), input.data(), input.stream(), plan);

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "cpu/move_data.hpp"
+#include "cpu/threads/thread_count.hpp"
 #include "base/error.hpp"
 #include "base/move_plan.hpp"
 
@@ -287,4 +288,40 @@ TEST(MoveDataSplit, SplitsOnlyWhatCanNotOverlap) {
     // a few long movements: their bytes are cut instead
     const MovePlan few_plan({count, 16}, {count, 16}, 8, movements.data(), 8);
     EXPECT_EQ(cpu::choose_split(few_plan, few_plan.validate(), 4), cpu::MoveDataSplit::byte_pieces);
+}
+
+// copy_movements(): the copy and the samples reached, against a plain loop,
+// for lists short enough for the calling thread and long enough for the
+// pool, at several thread counts; in place (`copy` == `from`) too.
+TEST(CopyMovements, CopiesAndReachesLikeAPlainLoopOnEveryThreadCount) {
+    std::mt19937_64 rng(31);
+    const size_t previous = cpu::thread_count();
+    for (int64_t threads : {1, 2, 4, 16}) {
+        cpu::set_thread_count(threads);
+        for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(4095), size_t(4097), size_t(100003)}) {
+            SCOPED_TRACE(std::to_string(count) + " movements on " + std::to_string(threads) + " threads");
+            std::vector<mts_data_movement_t> movements(count);
+            uintptr_t input_samples = 0;
+            uintptr_t output_samples = 0;
+            for (auto& movement : movements) {
+                // one huge sample now and then: the reach is a plain maximum
+                const uintptr_t huge = rng() % 1000 == 0 ? uintptr_t(1) << 50 : 0;
+                movement = {huge + rng() % 5000, rng() % 7000, rng() % 9, rng() % 9, rng() % 9};
+                input_samples = std::max(input_samples, movement.sample_in + 1);
+                output_samples = std::max(output_samples, movement.sample_out + 1);
+            }
+            std::vector<mts_data_movement_t> copy(count + 1, mts_data_movement_t{9, 9, 9, 9, 9});
+            const cpu::SampleReach reach = cpu::copy_movements(movements.data(), copy.data(), count);
+            EXPECT_EQ(reach.input_samples, input_samples);
+            EXPECT_EQ(reach.output_samples, output_samples);
+            EXPECT_EQ(std::memcmp(copy.data(), movements.data(), count * sizeof(mts_data_movement_t)), 0);
+            EXPECT_EQ(copy[count].sample_in, 9u) << "wrote past the list";
+
+            const cpu::SampleReach in_place = cpu::copy_movements(copy.data(), copy.data(), count);
+            EXPECT_EQ(in_place.input_samples, input_samples);
+            EXPECT_EQ(in_place.output_samples, output_samples);
+            EXPECT_EQ(std::memcmp(copy.data(), movements.data(), count * sizeof(mts_data_movement_t)), 0);
+        }
+    }
+    cpu::set_thread_count(static_cast<int64_t>(previous));
 }
