@@ -30,6 +30,11 @@ struct MovePattern;
 /// whether it travels in the kernel parameters, as the backend decides).
 size_t planned_table_entries(const MovePattern& pattern, size_t element_size);
 
+/// libmetatensor's keys_to_properties, keys_to_samples and
+/// components_to_properties on TensorMaps of mtsarray arrays (CPU, and CUDA
+/// when usable) against SimpleDataArray ones, with the share of the time
+/// spent in mtsarray's callbacks (operations_cases.cpp).
+std::vector<Case> operation_cases(const Options& options);
 /// CUDA cases (cuda_cases.cpp, built only when mtsarray has the CUDA
 /// backend). Returns no case, after printing why, when no GPU can be used.
 std::vector<Case> cuda_cases(const Options& options);

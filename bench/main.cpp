@@ -97,6 +97,8 @@ int main(int argc, char** argv) {
         auto cases = bench::cpu_cases(options);
         auto planning = bench::gpu_planning_cases(options);
         cases.insert(cases.end(), planning.begin(), planning.end());
+        auto operations = bench::operation_cases(options);
+        cases.insert(cases.end(), operations.begin(), operations.end());
 #if MTSARRAY_HAS_CUDA
         auto gpu = bench::cuda_cases(options);
         cases.insert(cases.end(), gpu.begin(), gpu.end());
