@@ -20,7 +20,9 @@
 #         1. every test binary, whole, 4 at a time: every case of each, with
 #            names resolved on the GPU (the simulated-runtime suite with
 #            MTSARRAY_TEST_GPU=simulated, as ctest runs it);
-#         2. the CUDA rows of mtsarray-bench (--quick), alone on the GPU;
+#         2. the CUDA rows of mtsarray-bench (--quick), alone on the GPU,
+#            then the host rows that need the machine's cores (the GPU
+#            backend's planning, libmetatensor's operations on CPU arrays);
 #         3. compute-sanitizer: memcheck on the stream tests, racecheck and
 #            synccheck on the move_data cases, beside
 #         4. the Python package's tests with PyTorch, CuPy and JAX (those
@@ -163,6 +165,20 @@ else
     verdict "benchmark (CUDA rows)" "FAILED (exit $rc): see bench-cuda.log"
 fi
 
+# 2b. the host rows that read on the GPU machine's cores: the GPU backend's
+# planning on every core, and libmetatensor's operations on CPU arrays
+for rows in "move_data planning" "metatensor operations cpu"; do
+    log "2b. mtsarray-bench --quick --filter '$rows'"
+    file="bench-$(echo "$rows" | tr ' ' '-')"
+    timeout 200 "$BUILD/bench/mtsarray-bench" --quick --filter "$rows" --json "$OUT/$file.json" >"$OUT/$file.log" 2>&1
+    rc=$?
+    if [[ $rc == 0 ]]; then
+        verdict "benchmark ($rows rows)" "ran; $(grep -E '^== targets:' "$OUT/$file.log" | tail -n 1 | sed 's/^== //')"
+    else
+        verdict "benchmark ($rows rows)" "FAILED (exit $rc): see $file.log"
+    fi
+done
+
 # 3. compute-sanitizer on the cases that run on the GPU, beside the Python tests
 SANITIZER="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
 sanitize() {  # TOOL BINARY FILTER
@@ -232,7 +248,7 @@ for name in "${ORDER[@]}"; do
 done | tee "$OUT/verdicts.txt"
 status=0
 grep -q "FAILED" "$OUT/verdicts.txt" && status=1
-grep -E ' MISS [^(]' "$OUT/bench-cuda.log" | sed 's/^/  target missed: /' | cut -c1-200 || true
+cat "$OUT"/bench-*.log | grep -E ' MISS [^(]' | sed 's/^/  target missed: /' | cut -c1-200 || true
 python3 - "$OUT" "$(cat "$CHECK_DIR/commit" 2>/dev/null || echo unknown)" "$((SECONDS - START))" <<'EOF'
 import json, os, sys
 out, commit, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
