@@ -363,7 +363,8 @@ Row run_operation_case(const Options& options, Operation operation, const Tensor
     // components_to_properties, whose values keep their order (the new
     // properties are (component, property) pairs, row-major: what
     // metatensor-core gives with NumPy arrays), where the reference is the
-    // input itself -- the SimpleDataArray result differs from NumPy's there
+    // input itself: libmetatensor swaps axes there, and SimpleDataArray's
+    // swap_axes is wrong (bench/README.md, the caveats of the baseline)
     std::vector<uintptr_t> expected_shapes, shapes, timed_shapes;
     auto expected = values_of(run_operation(operation, simple, reference_tensor.get()).get(), expected_shapes);
     if (operation == Operation::components_to_properties) {
