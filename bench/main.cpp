@@ -97,14 +97,14 @@ int main(int argc, char** argv) {
         auto cases = bench::cpu_cases(options);
         auto planning = bench::gpu_planning_cases(options);
         cases.insert(cases.end(), planning.begin(), planning.end());
-        auto operations = bench::operation_cases(options);
-        cases.insert(cases.end(), operations.begin(), operations.end());
 #if MTSARRAY_HAS_CUDA
         auto gpu = bench::cuda_cases(options);
         cases.insert(cases.end(), gpu.begin(), gpu.end());
 #else
         std::printf("cuda rows: skipped: this mtsarray was built without the CUDA backend\n");
 #endif
+        auto operations = bench::operation_cases(options);
+        cases.insert(cases.end(), operations.begin(), operations.end());
         std::vector<bench::Case> selected;
         for (auto& c : cases) {
             const std::string text = c.group + " " + c.device + " " + c.name;

@@ -289,9 +289,12 @@ TensorPointer run_operation(Operation operation, const Arrays& arrays, mts_tenso
         const char* dimension = "xyz";
         result = mts_tensormap_components_to_properties(tensor, &dimension, 1);
     } else {
-        auto keys_to_move = make_labels(arrays, {"neighbor_type"}, {});
+        // the keys to move and the fill value live on the host, whatever
+        // the device of the tensor (libmetatensor reads them there)
+        const Arrays host = {arrays.kind, {kDLCPU, 0}};
+        auto keys_to_move = make_labels(host, {"neighbor_type"}, {});
         const double fill = 0.0;
-        mts_array_t fill_value = arrays.make({kDLFloat, 64, 1}, {}, &fill);
+        mts_array_t fill_value = host.make({kDLFloat, 64, 1}, {}, &fill);
         result = operation == Operation::keys_to_properties
                      ? mts_tensormap_keys_to_properties(tensor, keys_to_move.get(), fill_value, true)
                      : mts_tensormap_keys_to_samples(tensor, keys_to_move.get(), fill_value, true);
@@ -454,8 +457,20 @@ std::vector<Case> operation_cases(const Options& options) {
                     continue;
                 }
                 const std::string name = std::string(operation_name(operation)) + " " + shape.name;
-                cases.push_back(Case{"metatensor operations", device_name, name, [options, operation, shape, device] {
-                                         return run_operation_case(options, operation, shape, device);
+                cases.push_back(Case{"metatensor operations", device_name, name, [=] {
+                                         try {
+                                             return run_operation_case(options, operation, shape, device);
+                                         } catch (const std::exception& error) {
+                                             // a row that could not run, or whose values are wrong, is
+                                             // a MISS that says why; the other rows still run
+                                             Row row;
+                                             row.group = "metatensor operations";
+                                             row.device = device_name;
+                                             row.name = name;
+                                             row.note = std::string("error: ") + error.what();
+                                             row.targets.push_back({"runs, values right", false});
+                                             return row;
+                                         }
                                      }});
             }
         }
