@@ -155,27 +155,22 @@ for binary in "${BINARIES[@]}"; do
     verdict "$name" "$text"
 done
 
-# 2. the benchmark's CUDA rows, alone on the GPU (its timings)
-log "2. mtsarray-bench --quick --filter cuda"
-timeout 300 "$BUILD/bench/mtsarray-bench" --quick --filter cuda --json "$OUT/bench-cuda.json" >"$OUT/bench-cuda.log" 2>&1
-rc=$?
-if [[ $rc == 0 ]]; then
-    verdict "benchmark (CUDA rows)" "ran; $(grep -E '^== targets:' "$OUT/bench-cuda.log" | tail -n 1 | sed 's/^== //')"
-else
-    verdict "benchmark (CUDA rows)" "FAILED (exit $rc): see bench-cuda.log"
-fi
-
-# 2b. the host rows, on the GPU machine's cores: the CPU operations at its
-# thread count, the GPU backend's planning, libmetatensor's operations on
-# CPU arrays
-log "2b. mtsarray-bench --quick --filter cpu"
-timeout 200 "$BUILD/bench/mtsarray-bench" --quick --filter cpu --json "$OUT/bench-cpu.json" >"$OUT/bench-cpu.log" 2>&1
-rc=$?
-if [[ $rc == 0 ]]; then
-    verdict "benchmark (CPU rows)" "ran; $(grep -E '^== targets:' "$OUT/bench-cpu.log" | tail -n 1 | sed 's/^== //')"
-else
-    verdict "benchmark (CPU rows)" "FAILED (exit $rc): see bench-cpu.log"
-fi
+# 2. the benchmark: its CUDA rows alone on the GPU (their timings), then the
+# host rows on the GPU machine's cores (the CPU operations at its thread
+# count, the GPU backend's planning, libmetatensor's operations on CPU arrays)
+bench_rows() {  # FILTER LABEL SECONDS
+    local filter="$1" label="$2" file="$OUT/bench-$1"
+    log "2. mtsarray-bench --quick --filter $filter"
+    timeout "$3" "$BUILD/bench/mtsarray-bench" --quick --filter "$filter" --json "$file.json" >"$file.log" 2>&1
+    local rc=$?
+    if [[ $rc == 0 ]]; then
+        verdict "benchmark ($label rows)" "ran; $(grep -E '^== targets:' "$file.log" | tail -n 1 | sed 's/^== //')"
+    else
+        verdict "benchmark ($label rows)" "FAILED (exit $rc): see $(basename "$file").log"
+    fi
+}
+bench_rows cuda CUDA 300
+bench_rows cpu CPU 200
 
 # 3. compute-sanitizer on the cases that run on the GPU, beside the Python tests
 SANITIZER="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
