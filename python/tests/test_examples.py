@@ -14,6 +14,7 @@ REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = REPOSITORY / "examples" / "python" / "training_step.py"
 TORCH_BENCH = REPOSITORY / "bench" / "torch_move_data.py"
 OVERHEAD_BENCH = REPOSITORY / "bench" / "python_overhead.py"
+OPERATIONS_BENCH = REPOSITORY / "bench" / "tensormap_operations.py"
 
 pytestmark = pytest.mark.skipif(not EXAMPLE.is_file(), reason="not in the mtsarray repository (an sdist?)")
 torch = optional("torch")
@@ -26,7 +27,8 @@ def run(script, *arguments, timeout=600):
     return result.stdout
 
 
-@pytest.mark.parametrize("script", [EXAMPLE, TORCH_BENCH, OVERHEAD_BENCH], ids=lambda path: path.name)
+@pytest.mark.parametrize("script", [EXAMPLE, TORCH_BENCH, OVERHEAD_BENCH, OPERATIONS_BENCH],
+                         ids=lambda path: path.name)
 def test_scripts_compile(script):
     py_compile.compile(str(script), doraise=True, cfile=None, optimize=-1)
 
@@ -55,3 +57,11 @@ def test_torch_move_data_benchmark():
 def test_python_overhead_benchmark():
     output = run(OVERHEAD_BENCH, "--rounds", "1")
     assert "== targets:" in output
+
+
+def test_tensormap_operations_benchmark():
+    # one small TensorMap: every operation on every kind of array, each
+    # result checked against NumPy's (the script fails on a wrong value)
+    output = run(OPERATIONS_BENCH, "--smoke")
+    assert "== targets:" in output
+    assert "keys_to_properties" in output and "components_to_properties" in output
