@@ -26,12 +26,12 @@
 #         3. compute-sanitizer: memcheck on the stream tests, racecheck and
 #            synccheck on the move_data cases, beside
 #         4. the Python package's tests with PyTorch, CuPy and JAX (those
-#            importable there).
+#            importable there), and bench/tensormap_operations.py.
 #       Ends with one verdict per binary and stage, naming every failing
 #       test, and writes the logs and a JSON summary to
 #       $MTSARRAY_GPU_CHECK_OUT (default <repo>/.gpu-check/out). Exits non-zero
 #       when a stage fails (a benchmark target missed is reported, not a
-#       failure). About 3 minutes on an H100.
+#       failure). About 4 minutes on an H100.
 set -uo pipefail
 
 # shellcheck source=scripts/common.sh
@@ -219,6 +219,17 @@ print(" ".join(m for m in ("torch", "cupy", "jax") if u.find_spec(m)))')"
     else
         verdict "python tests" "FAILED (exit $rc): $summary; failing: $(grep -E '^(FAILED|ERROR) ' "$OUT/pytest.log" |
             cut -d' ' -f2 | tr '\n' ' ')"
+    fi
+    # libmetatensor's operations from Python: mtsarray on the GPU, NumPy
+    # (and metatensor-torch, where it is installed)
+    (cd "$REPO_ROOT" && PYTHONPATH="$SITE" timeout 200 python3 bench/tensormap_operations.py --rounds 3) \
+        >"$OUT/bench-tensormap-operations.log" 2>&1
+    rc=$?
+    if [[ $rc == 0 ]]; then
+        verdict "benchmark (tensormap_operations.py)" \
+            "ran; $(grep -E '^== targets:' "$OUT/bench-tensormap-operations.log" | tail -n 1 | sed 's/^== //')"
+    else
+        verdict "benchmark (tensormap_operations.py)" "FAILED (exit $rc): see bench-tensormap-operations.log"
     fi
 else
     verdict "python tests" "FAILED: the wheels did not install (python-install.log)"
