@@ -310,17 +310,21 @@ TEST(CopyMovements, CopiesAndReachesLikeAPlainLoopOnEveryThreadCount) {
                 input_samples = std::max(input_samples, movement.sample_in + 1);
                 output_samples = std::max(output_samples, movement.sample_out + 1);
             }
+            // memcmp of no bytes still needs valid pointers (an empty vector has none)
+            auto same_movements = [count](const mts_data_movement_t* a, const mts_data_movement_t* b) {
+                return count == 0 || std::memcmp(a, b, count * sizeof(mts_data_movement_t)) == 0;
+            };
             std::vector<mts_data_movement_t> copy(count + 1, mts_data_movement_t{9, 9, 9, 9, 9});
             const cpu::SampleReach reach = cpu::copy_movements(movements.data(), copy.data(), count);
             EXPECT_EQ(reach.input_samples, input_samples);
             EXPECT_EQ(reach.output_samples, output_samples);
-            EXPECT_EQ(std::memcmp(copy.data(), movements.data(), count * sizeof(mts_data_movement_t)), 0);
+            EXPECT_TRUE(same_movements(copy.data(), movements.data()));
             EXPECT_EQ(copy[count].sample_in, 9u) << "wrote past the list";
 
             const cpu::SampleReach in_place = cpu::copy_movements(copy.data(), copy.data(), count);
             EXPECT_EQ(in_place.input_samples, input_samples);
             EXPECT_EQ(in_place.output_samples, output_samples);
-            EXPECT_EQ(std::memcmp(copy.data(), movements.data(), count * sizeof(mts_data_movement_t)), 0);
+            EXPECT_TRUE(same_movements(copy.data(), movements.data()));
         }
     }
     cpu::set_thread_count(static_cast<int64_t>(previous));
