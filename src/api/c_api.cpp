@@ -157,6 +157,8 @@ mts_status_t mtsarray_backend_available(DLDeviceType device_type, bool* availabl
     });
 }
 
+}  // extern "C"
+
 namespace {
 
 /// One device type's reason, kept for the program's life in a list that
@@ -184,6 +186,8 @@ const UnavailableReason* find_reason(const UnavailableReason* from, const Unavai
 }
 
 }  // namespace
+
+extern "C" {
 
 const char* mtsarray_backend_unavailable_reason(DLDeviceType device_type) {
     auto& head = unavailable_reasons();
