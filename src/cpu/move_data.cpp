@@ -705,6 +705,7 @@ MoveSummary check_into(const MovePlan& plan, mts_data_movement_t* copy) {
 
 SampleReach copy_movements(const mts_data_movement_t* from, mts_data_movement_t* copy, size_t count) {
     SampleReach reaches[max_check_parts];
+    const bool in_place = copy == from;  // the reach alone: nothing to write
     const size_t parts = check_in_parts(count, [&](size_t part, size_t begin, size_t end) {
         uintptr_t input_samples = 0;
         uintptr_t output_samples = 0;
@@ -712,7 +713,9 @@ SampleReach copy_movements(const mts_data_movement_t* from, mts_data_movement_t*
             const mts_data_movement_t movement = from[i];
             input_samples = std::max(input_samples, movement.sample_in + 1);
             output_samples = std::max(output_samples, movement.sample_out + 1);
-            copy[i] = movement;
+            if (!in_place) {
+                copy[i] = movement;
+            }
         }
         reaches[part] = {input_samples, output_samples};
     });
