@@ -11,12 +11,16 @@
 //  - a copy from pageable host memory may wait on the host for its stream:
 //    no host-to-device copy of the backend waits for the caller's stream;
 //  - a stream belongs to whoever made it: nothing of the backend touches a
-//    consumer's stream after the export returns.
+//    consumer's stream after the export returns;
+//  - at exit the runtime shuts down before the threads that outlive the
+//    program's exit handlers: the deferred-work thread drops what it still
+//    holds, quietly.
 //
 // Each test here fails with the backend that broke the rule (the CHANGELOG
 // quotes those failures) and holds with the one that follows it.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -304,4 +308,66 @@ TEST_F(ConsumerStreams, ReleasingACopiedExportNeverNamesTheConsumerStream) {
     sim::destroy_stream(consumer);
     EXPECT_EQ(read, std::vector<double>(64, -2.0)) << "the consumer's stream read the copy after it was made";
     tensor->deleter(tensor);
+}
+
+// ---- process teardown -------------------------------------------------------------------
+
+// The process exits while mtsarray's deferred-work thread still has work
+// queued: the runtime's exit handler has run by then (it was registered
+// first, so it runs after the program's), and every call the thread makes
+// fails with cudaErrorCudartUnloading. What the thread still holds is
+// dropped without a word: the driver reclaims the memory with the process.
+// (An H100 printed "deferred work failed: ... cudaGetDevice(&device) failed
+// with cudaErrorCudartUnloading" at the exit of the stream tests.)
+TEST(ProcessTeardown, WorkLeftToTheDeferredThreadIsDroppedQuietly) {
+    if (!sim::in_use()) {
+        GTEST_SKIP() << "the simulated runtime does not serve kDLCUDA in this process";
+    }
+    const ShortHostWaits short_waits;
+    sim::drain();
+    sim::clear_violations();
+    const size_t refused_before = sim::calls_after_unload();
+
+    // device 0 set up (its kernels loaded), and page-locked memory (its
+    // allocation synchronises the device): both before the stream below is
+    // held
+    const uintptr_t shape[1] = {512};
+    mts_array_t array;
+    ASSERT_EQ(mtsarray_zeros(gpu0, float64(), shape, 1, &array), MTS_SUCCESS) << last_error();
+    array.destroy(array.ptr);
+    const DLDevice pinned = {kDLCUDAHost, 0};
+    ASSERT_EQ(mtsarray_zeros(pinned, float64(), shape, 1, &array), MTS_SUCCESS) << last_error();
+    void* data = nullptr;
+    ASSERT_EQ(mtsarray_data(&array, &data), MTS_SUCCESS) << last_error();
+    const size_t frees_before = sim::pinned_frees();
+    sim::drain();
+
+    // the thread waits for a stream held by a long kernel of the user's...
+    const int64_t own = sim::create_stream(0);
+    auto gate = sim::hold(own, 0);
+    std::atomic<bool> released{false};
+    simulated_backend().release_after(Stream::parse(gpu0, own), [&released] { released = true; });
+    // ...and has the page-locked memory to free after that (a free that
+    // synchronises the device is always left to it)
+    array.destroy(array.ptr);
+
+    sim::unload_runtime();
+    testing::internal::CaptureStderr();
+    gate.open();
+    sim::drain();
+    const std::string printed = testing::internal::GetCapturedStderr();
+    const size_t refused = sim::calls_after_unload() - refused_before;
+    const size_t frees = sim::pinned_frees() - frees_before;
+    sim::reload_runtime();
+
+    EXPECT_EQ(printed, "") << "mtsarray reported the runtime's shut-down";
+    EXPECT_GT(refused, 0u) << "the deferred work made no runtime call after the unload: the test tested nothing";
+    EXPECT_EQ(frees, 0u) << "the page-locked free ran after the runtime was unloaded";
+    if (frees == 0) {
+        SimulatedRuntime::free_pinned(data);  // the memory the dropped work kept
+    }
+    sim::destroy_stream(own);
+    sim::drain();
+    EXPECT_TRUE(sim::violations().empty()) << violations_text();
+    sim::clear_violations();
 }

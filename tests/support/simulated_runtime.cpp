@@ -168,6 +168,8 @@ struct Simulator {
     std::atomic<int64_t> host_wait_timeout_ms;
     std::atomic<bool> context[max_devices] = {};
     std::atomic<uint64_t> activity{0};
+    std::atomic<bool> unloaded{false};  // the runtime's exit handler ran (unload_runtime)
+    std::atomic<size_t> calls_after_unload{0};
     std::mt19937_64 block_order;  // the order kernels run their blocks in
 
     Simulator()
@@ -195,7 +197,14 @@ struct Simulator {
 
 Simulator& simulator() {
     // never destroyed: stream workers may still run at exit
-    static Simulator* const instance = new Simulator();
+    static Simulator* const instance = [] {
+        auto* made = new Simulator();
+        // the runtime's own exit handler, registered when it is first used,
+        // as the CUDA runtime's is: it runs after the exit handlers of the
+        // code that used the runtime first (handlers run in reverse order)
+        std::atexit(unload_runtime);
+        return made;
+    }();
     return *instance;
 }
 
@@ -220,6 +229,22 @@ void check(Status status, const char* call) {
 
 void report(Status status, const char* call) noexcept {
     mtsarray::detail::gpu::check_nothrow<SimulatedErrors>(status, call, "simulated_runtime.cpp", 0);
+}
+
+void refuse_after_unload(const char* call) {
+    if (simulator().unloaded.load(std::memory_order_acquire)) {
+        simulator().calls_after_unload.fetch_add(1);
+        fail(Status::runtime_unloading, call);
+    }
+}
+
+bool refused_after_unload(const char* call) noexcept {
+    if (!simulator().unloaded.load(std::memory_order_acquire)) {
+        return false;
+    }
+    simulator().calls_after_unload.fetch_add(1);
+    report(Status::runtime_unloading, call);
+    return true;
 }
 
 void touch_device(int device) {
@@ -837,6 +862,7 @@ void wait_for_device_locked(std::unique_lock<std::mutex>& lock, int device, cons
 
 void detail::enqueue_kernel(StreamState* stream, mtsarray::detail::gpu::KernelKey kernel, unsigned blocks,
                             std::vector<const void*> touched, std::function<void(unsigned)> run_block) {
+    refuse_after_unload("cudaLaunchKernel");
     Simulator& state = simulator();
     std::unique_lock<std::mutex> lock(state.mutex);
     StreamState* target = resolve_locked(stream);
@@ -891,6 +917,18 @@ size_t lazy_kernel_loads() {
     return simulator().lazy_kernel_loads;
 }
 
+void unload_runtime() {
+    simulator().unloaded.store(true, std::memory_order_release);
+}
+
+void reload_runtime() {
+    simulator().unloaded.store(false, std::memory_order_release);
+}
+
+size_t calls_after_unload() {
+    return simulator().calls_after_unload.load();
+}
+
 std::chrono::milliseconds set_host_wait_timeout(std::chrono::milliseconds timeout) {
     return std::chrono::milliseconds(simulator().host_wait_timeout_ms.exchange(timeout.count()));
 }
@@ -912,6 +950,7 @@ const char* SimulatedErrors::name(Status status) noexcept {
     case Status::capture_implicit: return "cudaErrorStreamCaptureImplicit";
     case Status::capture_isolation: return "cudaErrorStreamCaptureIsolation";
     case Status::host_wait_timeout: return "simulatedHostWaitTimeout";
+    case Status::runtime_unloading: return "cudaErrorCudartUnloading";
     }
     return "unknown";
 }
@@ -930,6 +969,7 @@ const char* SimulatedErrors::description(Status status) noexcept {
         return "operation would make the legacy stream depend on a capturing blocking stream";
     case Status::capture_isolation: return "operation would have resulted in a merge of two independent captures";
     case Status::host_wait_timeout: return "the host waited for a stream held by the test (simulation)";
+    case Status::runtime_unloading: return "driver shutting down";
     }
     return "unknown";
 }
@@ -946,9 +986,13 @@ using sim::MemoryKind;
 using sim::Status;
 using sim::simulator;
 
-int SimulatedRuntime::current_device() { return sim::current; }
+int SimulatedRuntime::current_device() {
+    sim::refuse_after_unload("cudaGetDevice");
+    return sim::current;
+}
 
 void SimulatedRuntime::set_device(int device) {
+    sim::refuse_after_unload("cudaSetDevice");
     if (device < 0 || device >= simulator().devices) {
         sim::fail(Status::invalid_device, "cudaSetDevice");
     }
@@ -957,6 +1001,9 @@ void SimulatedRuntime::set_device(int device) {
 }
 
 void SimulatedRuntime::restore_device(int device) noexcept {
+    if (sim::refused_after_unload("cudaSetDevice")) {
+        return;
+    }
     if (device < 0 || device >= simulator().devices) {
         sim::report(Status::invalid_device, "cudaSetDevice");
         return;
@@ -983,6 +1030,7 @@ SimulatedRuntime::StreamHandle SimulatedRuntime::native_stream(const mtsarray::d
 }
 
 SimulatedRuntime::CaptureState SimulatedRuntime::capture_state(StreamHandle handle) {
+    sim::refuse_after_unload("cudaStreamGetCaptureInfo");
     std::lock_guard<std::mutex> lock(simulator().mutex);
     sim::StreamState* stream = sim::resolve_locked(handle);
     if (stream == nullptr) {
@@ -1000,6 +1048,7 @@ SimulatedRuntime::CaptureState SimulatedRuntime::capture_state(StreamHandle hand
 }
 
 void SimulatedRuntime::load_kernel(mtsarray::detail::gpu::KernelKey kernel) {
+    sim::refuse_after_unload("cudaFuncGetAttributes");
     std::unique_lock<std::mutex> lock(simulator().mutex);
     const int device = sim::current;
     sim::touch_device(device);
@@ -1011,6 +1060,7 @@ void SimulatedRuntime::load_kernel(mtsarray::detail::gpu::KernelKey kernel) {
 }
 
 SimulatedRuntime::StreamHandle SimulatedRuntime::create_stream() {
+    sim::refuse_after_unload("cudaStreamCreate");
     return reinterpret_cast<StreamHandle>(static_cast<intptr_t>(sim::create_stream(sim::current, false)));
 }
 
@@ -1024,6 +1074,7 @@ SimulatedRuntime::CaptureMode SimulatedRuntime::exchange_capture_mode(CaptureMod
 // invalidate that capture unless this thread is Relaxed. (On a capturing
 // stream they would be captured as graph nodes instead; mtsarray makes none.)
 SimulatedRuntime::PoolHandle SimulatedRuntime::create_pool(int device) {
+    sim::refuse_after_unload("cudaMemPoolCreate");
     {
         std::lock_guard<std::mutex> lock(simulator().mutex);
         sim::check(sim::unsafe_call_locked("cudaMemPoolCreate"), "cudaMemPoolCreate");
@@ -1033,11 +1084,15 @@ SimulatedRuntime::PoolHandle SimulatedRuntime::create_pool(int device) {
 }
 
 void SimulatedRuntime::trim_pool(PoolHandle) noexcept {
+    if (sim::refused_after_unload("cudaMemPoolTrimTo")) {
+        return;
+    }
     std::lock_guard<std::mutex> lock(simulator().mutex);
     sim::report(sim::unsafe_call_locked("cudaMemPoolTrimTo"), "cudaMemPoolTrimTo");
 }
 
 void* SimulatedRuntime::allocate_from_pool(size_t bytes, PoolHandle pool, StreamHandle handle) {
+    sim::refuse_after_unload("cudaMallocFromPoolAsync");
     sim::device_allocation_count++;
     {
         std::lock_guard<std::mutex> lock(simulator().mutex);
@@ -1058,6 +1113,9 @@ void* SimulatedRuntime::allocate_from_pool(size_t bytes, PoolHandle pool, Stream
 }
 
 void SimulatedRuntime::free_async(void* data, StreamHandle stream) noexcept {
+    if (sim::refused_after_unload("cudaFreeAsync")) {
+        return;
+    }
     try {
         {
             std::lock_guard<std::mutex> lock(simulator().mutex);
@@ -1084,6 +1142,7 @@ void SimulatedRuntime::free_async(void* data, StreamHandle stream) noexcept {
 }
 
 void* SimulatedRuntime::allocate_pinned(size_t bytes) {
+    sim::refuse_after_unload("cudaHostAlloc");
     sim::check(sim::synchronize_device_implicitly("cudaHostAlloc"), "cudaHostAlloc");
     void* data = sim::register_memory(bytes, sim::current, MemoryKind::pinned);
     if (data == nullptr) {
@@ -1096,6 +1155,9 @@ void* SimulatedRuntime::allocate_pinned(size_t bytes) {
 }
 
 void SimulatedRuntime::free_pinned(void* data) noexcept {
+    if (sim::refused_after_unload("cudaFreeHost")) {
+        return;
+    }
     const Status status = sim::synchronize_device_implicitly("cudaFreeHost");
     if (status != Status::success) {
         sim::report(status, "cudaFreeHost");
@@ -1109,6 +1171,7 @@ void SimulatedRuntime::free_pinned(void* data) noexcept {
 }
 
 void* SimulatedRuntime::allocate_managed(size_t bytes) {
+    sim::refuse_after_unload("cudaMallocManaged");
     sim::check(sim::synchronize_device_implicitly("cudaMallocManaged"), "cudaMallocManaged");
     void* data = sim::register_memory(bytes, sim::current, MemoryKind::managed);
     if (data == nullptr) {
@@ -1119,6 +1182,9 @@ void* SimulatedRuntime::allocate_managed(size_t bytes) {
 }
 
 void SimulatedRuntime::free_managed(void* data) noexcept {
+    if (sim::refused_after_unload("cudaFree")) {
+        return;
+    }
     const Status status = sim::synchronize_device_implicitly("cudaFree");
     if (status != Status::success) {
         sim::report(status, "cudaFree");
@@ -1131,6 +1197,7 @@ void SimulatedRuntime::free_managed(void* data) noexcept {
 }
 
 void* SimulatedRuntime::allocate_device(size_t bytes) {
+    sim::refuse_after_unload("cudaMalloc");
     // cudaMalloc: potentially unsafe during a capture (Relaxed mode allows
     // it); it does not wait for the device
     {
@@ -1147,6 +1214,9 @@ void* SimulatedRuntime::allocate_device(size_t bytes) {
 }
 
 void SimulatedRuntime::free_device(void* data) noexcept {
+    if (sim::refused_after_unload("cudaFree")) {
+        return;
+    }
     // cudaFree waits for the device
     const Status status = sim::synchronize_device_implicitly("cudaFree");
     if (status != Status::success) {
@@ -1160,6 +1230,7 @@ void SimulatedRuntime::free_device(void* data) noexcept {
 }
 
 void SimulatedRuntime::retain_with_graph(StreamHandle handle, void (*release)(void*), void* object) {
+    sim::refuse_after_unload("cudaGraphRetainUserObject");
     std::lock_guard<std::mutex> lock(simulator().mutex);
     sim::StreamState* stream = sim::resolve_locked(handle);
     if (stream == nullptr || stream->capture == nullptr) {
@@ -1172,6 +1243,7 @@ void SimulatedRuntime::retain_with_graph(StreamHandle handle, void (*release)(vo
 
 void SimulatedRuntime::copy_device_to_device_async(void* destination, const void* source, size_t bytes,
                                                    StreamHandle stream) {
+    sim::refuse_after_unload("cudaMemcpyAsync");
     const int device = sim::current;
     sim::check(sim::push(
                    stream,
@@ -1186,6 +1258,7 @@ void SimulatedRuntime::copy_device_to_device_async(void* destination, const void
 
 void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* source, size_t bytes,
                                                  StreamHandle handle) {
+    sim::refuse_after_unload("cudaMemcpyAsync");
     sim::uploads++;
     const int device = sim::current;
     if (sim::is_page_locked(source)) {
@@ -1245,6 +1318,7 @@ void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* 
 
 void SimulatedRuntime::copy_device_to_host_async(void* destination, const void* source, size_t bytes,
                                                  StreamHandle handle) {
+    sim::refuse_after_unload("cudaMemcpyAsync");
     const int device = sim::current;
     const bool page_locked = sim::is_page_locked(destination);
     sim::StreamState* stream = nullptr;
@@ -1280,6 +1354,7 @@ void SimulatedRuntime::copy_device_to_host_async(void* destination, const void* 
 
 void SimulatedRuntime::copy_peer_async(void* destination, int destination_device, const void* source,
                                        int source_device, size_t bytes, StreamHandle stream) {
+    sim::refuse_after_unload("cudaMemcpyPeerAsync");
     sim::touch_device(destination_device);
     sim::check(sim::push(
                    stream,
@@ -1294,6 +1369,7 @@ void SimulatedRuntime::copy_peer_async(void* destination, int destination_device
 }
 
 void SimulatedRuntime::memset_async(void* data, unsigned char value, size_t bytes, StreamHandle stream) {
+    sim::refuse_after_unload("cudaMemsetAsync");
     const int device = sim::current;
     sim::check(sim::push(
                    stream,
@@ -1306,13 +1382,20 @@ void SimulatedRuntime::memset_async(void* data, unsigned char value, size_t byte
 }
 
 SimulatedRuntime::EventHandle SimulatedRuntime::create_event() {
+    sim::refuse_after_unload("cudaEventCreateWithFlags");
     sim::touch_device(sim::current);
     return new sim::EventState(sim::current);
 }
 
-void SimulatedRuntime::destroy_event(EventHandle event) noexcept { delete event; }
+void SimulatedRuntime::destroy_event(EventHandle event) noexcept {
+    // refused once the runtime is unloaded, and deleted all the same: the
+    // driver reclaims what the process held
+    (void)sim::refused_after_unload("cudaEventDestroy");
+    delete event;
+}
 
 void SimulatedRuntime::record_event(EventHandle event, StreamHandle handle) {
+    sim::refuse_after_unload("cudaEventRecord");
     std::lock_guard<std::mutex> lock(simulator().mutex);
     sim::StreamState* stream = sim::resolve_locked(handle);
     if (stream == nullptr || event == nullptr || stream->device != event->device) {
@@ -1333,6 +1416,7 @@ void SimulatedRuntime::record_event(EventHandle event, StreamHandle handle) {
 }
 
 bool SimulatedRuntime::event_done(EventHandle event) {
+    sim::refuse_after_unload("cudaEventQuery");
     sim::StreamState* stream = nullptr;
     uint64_t sequence = 0;
     {
@@ -1354,6 +1438,7 @@ bool SimulatedRuntime::event_done(EventHandle event) {
 }
 
 void SimulatedRuntime::synchronize_event(EventHandle event) {
+    sim::refuse_after_unload("cudaEventSynchronize");
     sim::StreamState* stream = nullptr;
     uint64_t sequence = 0;
     {
@@ -1374,6 +1459,7 @@ void SimulatedRuntime::synchronize_event(EventHandle event) {
 }
 
 void SimulatedRuntime::stream_wait_event(StreamHandle handle, EventHandle event) {
+    sim::refuse_after_unload("cudaStreamWaitEvent");
     std::lock_guard<std::mutex> lock(simulator().mutex);
     sim::StreamState* stream = sim::resolve_locked(handle);
     if (stream == nullptr || event == nullptr) {
@@ -1404,6 +1490,7 @@ void SimulatedRuntime::stream_wait_event(StreamHandle handle, EventHandle event)
 }
 
 void SimulatedRuntime::synchronize_stream(StreamHandle handle) {
+    sim::refuse_after_unload("cudaStreamSynchronize");
     sim::StreamState* stream = nullptr;
     uint64_t sequence = 0;
     {
@@ -1427,6 +1514,7 @@ void SimulatedRuntime::synchronize_stream(StreamHandle handle) {
 }
 
 void SimulatedRuntime::synchronize_device() {
+    sim::refuse_after_unload("cudaDeviceSynchronize");
     std::vector<std::pair<sim::StreamState*, uint64_t>> streams;
     {
         std::lock_guard<std::mutex> lock(simulator().mutex);

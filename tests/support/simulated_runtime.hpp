@@ -99,6 +99,14 @@
 //   memory again at every replay, when its owner may have reused it. (Real
 //   CUDA may record such a node; mtsarray must never make one, so the
 //   simulation is the stricter.)
+// Process teardown (Runtime API, "Data types used by CUDA Runtime":
+//   cudaErrorCudartUnloading, a call "being called during process shut down,
+//   at a point in time after CUDA driver has been unloaded").
+//   The runtime's exit handler is registered when the simulation is first
+//   used, so it runs after the exit handlers of the code that used it first;
+//   from then on every runtime call fails with cudaErrorCudartUnloading
+//   (unload_runtime() does the same at once). A thread that outlives the
+//   exit handlers, like mtsarray's deferred-work thread, meets it.
 // Devices (Programming Guide "Multi-Device System"; Runtime API cudaSetDevice).
 //   Two devices, or one (MTSARRAY_SIM_DEVICES=1, as on a machine with a
 //   single GPU); the current device is per thread (0 until set). Setting a
@@ -145,6 +153,7 @@ enum class Status {
     capture_implicit,
     capture_isolation,
     host_wait_timeout,
+    runtime_unloading,
 };
 
 enum class CaptureMode { global, thread_local_mode, relaxed };
@@ -264,6 +273,14 @@ void set_device(int device);
 void forget_loaded_kernels();
 /// Kernels launched before they were loaded on their device, so far.
 size_t lazy_kernel_loads();
+/// Unloads the runtime, as its exit handler does (every runtime call from
+/// now on fails with cudaErrorCudartUnloading); reload_runtime() undoes it,
+/// as in a new process (tests only).
+void unload_runtime();
+void reload_runtime();
+/// Runtime calls refused since the process started because the runtime was
+/// unloaded.
+size_t calls_after_unload();
 /// Sets how long a host wait meets a held stream before it fails with a
 /// violation (MTSARRAY_SIM_HOST_WAIT_MS); returns the previous value.
 std::chrono::milliseconds set_host_wait_timeout(std::chrono::milliseconds timeout);
@@ -286,7 +303,7 @@ struct SimulatedErrors {
     static const char* name(Status status) noexcept;
     static const char* description(Status status) noexcept;
     static Status last_error() noexcept;
-    static bool is_silent(Status) noexcept { return false; }
+    static bool is_silent(Status status) noexcept { return status == Status::runtime_unloading; }
 };
 
 /// The traits of src/gpu/gpu_backend.hpp (see there for what each does).
