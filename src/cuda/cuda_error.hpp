@@ -29,8 +29,10 @@ struct CudaErrors {
     static const char* name(Status status) noexcept { return cudaGetErrorName(status); }
     static const char* description(Status status) noexcept { return cudaGetErrorString(status); }
     static Status last_error() noexcept { return cudaGetLastError(); }
-    /// At process exit the runtime may be unloaded before our last frees: it
-    /// releases everything itself then, so there is nothing to report.
+    /// At process exit the runtime may be unloaded before our last frees
+    /// (cudaErrorCudartUnloading: "called during process shut down, at a
+    /// point in time after CUDA driver has been unloaded"): it releases
+    /// everything itself then, so there is nothing to report.
     static bool is_silent(Status status) noexcept { return status == cudaErrorCudartUnloading; }
 };
 

@@ -19,7 +19,14 @@
 // invalidate a Global-mode capture of another thread. Each wait runs with
 // the event's device current.
 // At exit the work still pending is dropped, not run: the owners' deleters
-// may belong to an interpreter that has already shut down.
+// may belong to an interpreter that has already shut down. The thread is
+// never joined, so it may still be working when the process exits, after
+// the runtime's own exit handler has shut the runtime down (registered at
+// its initialisation, before this thread was started, it runs after the
+// program's exit handlers and before this thread stops): work that meets a
+// runtime shut down (RuntimeShutDown, runtime_error.hpp) is dropped without
+// a word, and so is a release whose wait meets it -- no device work will
+// ever read that memory again.
 
 #include <chrono>
 #include <condition_variable>
@@ -35,6 +42,7 @@
 #include "gpu/capture_mode.hpp"
 #include "gpu/device_guard.hpp"
 #include "gpu/event_pool.hpp"
+#include "gpu/runtime_error.hpp"
 
 namespace mtsarray::detail {
 namespace gpu {
@@ -116,6 +124,8 @@ private:
     static void run_reporting(std::function<void()>& work) noexcept {
         try {
             work();
+        } catch (const RuntimeShutDown&) {
+            // the process is exiting: nothing left to do, nobody to tell
         } catch (const std::exception& error) {
             std::fprintf(stderr, "mtsarray: deferred work failed: %s\n", error.what());
         } catch (...) {
@@ -145,10 +155,13 @@ private:
                 lock.unlock();
                 // blocks this thread only, never a caller of mtsarray
                 bool done = false;
+                bool shut_down = false;
                 try {
                     DeviceGuard<Runtime> guard(item.device);
                     Runtime::synchronize_event(item.event.get());
                     done = true;
+                } catch (const RuntimeShutDown&) {
+                    shut_down = true;  // dropped: no device work runs any more
                 } catch (const std::exception& error) {
                     std::fprintf(stderr, "mtsarray: waiting for a deferred release (will retry): %s\n",
                                  error.what());
@@ -156,6 +169,11 @@ private:
                 if (done) {
                     run_reporting(item.work);
                     lock.lock();
+                } else if (shut_down) {
+                    // kept, never run nor destroyed: what it holds may
+                    // call an owner's deleter when destroyed
+                    lock.lock();
+                    dropped_.push_back(std::move(item));
                 } else {
                     // the device may still read the memory: keep it, retry later
                     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -204,6 +222,7 @@ private:
     std::deque<EventWork> events_;
     std::deque<std::function<void()>> soon_;
     std::deque<CaptureWork> captures_;
+    std::deque<EventWork> dropped_;  // releases the runtime's shut-down left undone
 };
 
 }  // namespace gpu

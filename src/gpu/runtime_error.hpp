@@ -12,7 +12,7 @@
 //   static const char* name(Status) noexcept;
 //   static const char* description(Status) noexcept;
 //   static Status last_error() noexcept;        // and reset it
-//   static bool is_silent(Status) noexcept;     // not worth reporting
+//   static bool is_silent(Status) noexcept;     // the runtime has shut down
 
 #include <cstddef>
 #include <cstdio>
@@ -32,6 +32,15 @@ template <class Errors> std::string error_text(typename Errors::Status status) {
     return description == name ? name : name + ": " + description;
 }
 
+/// A call failed because the runtime has shut down (Errors::is_silent: the
+/// process is exiting and the runtime's own exit handler ran first). Work
+/// that meets it has nothing left to do: the driver reclaims every
+/// allocation with the process, and no device work runs any more.
+class RuntimeShutDown : public Error {
+public:
+    using Error::Error;
+};
+
 /// Throws the exception for a failed `what` (a call, or a description).
 template <class Errors>
 [[noreturn]] void throw_error(typename Errors::Status status, const char* what, const char* file,
@@ -44,6 +53,9 @@ template <class Errors>
                                 error_text<Errors>(status);
     if (status == Errors::out_of_memory) {
         throw OutOfMemory(message);
+    }
+    if (Errors::is_silent(status)) {
+        throw RuntimeShutDown(message);
     }
     throw Error(message);
 }

@@ -28,9 +28,9 @@ struct HipErrors {
     static const char* name(Status status) noexcept { return hipGetErrorName(status); }
     static const char* description(Status status) noexcept { return hipGetErrorString(status); }
     static Status last_error() noexcept { return hipGetLastError(); }
-    /// libamdhip64 is a shared library that outlives ours: every failure is
-    /// worth reporting.
-    static bool is_silent(Status) noexcept { return false; }
+    /// hipErrorDeinitialized: the runtime has been torn down (the process is
+    /// exiting): it releases everything itself, there is nothing to report.
+    static bool is_silent(Status status) noexcept { return status == hipErrorDeinitialized; }
 };
 
 /// "hipErrorNoDevice" (ROCm 5 has no separate description).
