@@ -19,6 +19,11 @@ namespace bench {
 /// memcpy/memset and metatensor::SimpleDataArray.
 std::vector<Case> cpu_cases(const Options& options);
 
+/// The CPU operations mtsarray splits between threads, at 2-16 threads,
+/// each against the same call on one thread and memcpy / memset on as many
+/// threads (thread_split_cases.cpp).
+std::vector<Case> thread_split_cases(const Options& options);
+
 /// The host work of a GPU move_data (MovePlan + the 16-byte move table),
 /// timed on the CPU against the least any implementation must do per
 /// movement (gpu_planning_cases.cpp). Runs on every machine.

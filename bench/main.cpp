@@ -95,6 +95,8 @@ int main(int argc, char** argv) {
     std::vector<bench::Row> rows;
     try {
         auto cases = bench::cpu_cases(options);
+        auto split = bench::thread_split_cases(options);
+        cases.insert(cases.end(), split.begin(), split.end());
         auto planning = bench::gpu_planning_cases(options);
         cases.insert(cases.end(), planning.begin(), planning.end());
 #if MTSARRAY_HAS_CUDA

@@ -170,7 +170,7 @@ bench_rows() {  # FILTER LABEL SECONDS
     fi
 }
 bench_rows cuda CUDA 300
-bench_rows cpu CPU 200
+bench_rows cpu CPU 260
 
 # 3. compute-sanitizer on the cases that run on the GPU, beside the Python tests
 SANITIZER="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
