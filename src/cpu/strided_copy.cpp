@@ -188,10 +188,11 @@ void strided_copy(void* destination, const StridedView& source, size_t threads, 
     const bool blocked_4 = element == 4 && t.other.source_stride == 4;
 #if defined(MTSARRAY_X86_TRANSPOSES)
     if (blocked_8 && instructions == InstructionSet::best && cpu_has_avx2()) {
-        cut_strips(t, element, wide_strip_bytes);
         if (rows_share_cache_sets(t) && cpu_has_avx512f()) {
+            cut_strips(t, element, tile_strip_bytes);
             return run_transpose(t, Tiles8Avx512{}, threads);
         }
+        cut_strips(t, element, wide_strip_bytes);
         return run_transpose(t, Blocks8Avx2{}, threads);
     }
 #else
@@ -203,8 +204,8 @@ void strided_copy(void* destination, const StridedView& source, size_t threads, 
         return run_transpose(t, Blocks8{}, threads);
     }
     if (blocked_4) {
-        cut_strips(t, element, wide_strip_bytes);
         if (rows_share_cache_sets(t)) {
+            cut_strips(t, element, tile_strip_bytes);
 #if defined(MTSARRAY_X86_TRANSPOSES)
             if (instructions == InstructionSet::best && cpu_has_avx512f()) {
                 return run_transpose(t, Tiles4Avx512{}, threads);
@@ -212,6 +213,7 @@ void strided_copy(void* destination, const StridedView& source, size_t threads, 
 #endif
             return run_transpose(t, Tiles4{}, threads);
         }
+        cut_strips(t, element, wide_strip_bytes);
 #if defined(MTSARRAY_X86_TRANSPOSES)
         if (instructions == InstructionSet::best && cpu_has_avx2()) {
             return run_transpose(t, Blocks4Avx2{}, threads);
