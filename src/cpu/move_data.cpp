@@ -727,6 +727,44 @@ SampleReach copy_movements(const mts_data_movement_t* from, mts_data_movement_t*
     return reach;
 }
 
+namespace {
+
+// The samples of movements that all share the ranges of the first one, or
+// nothing when one does not.
+std::vector<uint64_t> samples_if_shared(const MovePlan& plan) {
+    const size_t count = plan.movements_count();
+    const mts_data_movement_t& first = plan.movement(0);
+    for (size_t i = 1; i < count; i++) {
+        if (!same_ranges(plan.movement(i), first)) {
+            return {};
+        }
+    }
+    std::vector<uint64_t> samples(2 * count);
+    for (size_t i = 0; i < count; i++) {
+        samples[2 * i] = plan.movement(i).sample_in;
+        samples[2 * i + 1] = plan.movement(i).sample_out;
+    }
+    return samples;
+}
+
+// plan_checked_copy() of movements sharing their ranges: decided on their
+// samples, as move_shared() decides.
+void plan_shared(const MovePlan& plan, CheckedMoves& checked) {
+    const size_t count = plan.movements_count();
+    const SharedRanges movements = shared_ranges(plan, checked.shared_samples.data());
+    checked.merge = movements_merge(plan, movements, count);
+    checked.disjoint = outputs_disjoint(plan, movements, count, checked.summary);
+    checked.threads = threads_for(checked.summary.bytes);
+    checked.split = split_for(count, checked.threads, [&] { return checked.disjoint; });
+    if (checked.split == MoveDataSplit::byte_pieces ||
+        (checked.split == MoveDataSplit::serial && checked.merge)) {
+        for_each_shared_run(plan, movements, count, [&](const MoveRun& run) { checked.runs.push_back(run); });
+        checked.has_runs = true;
+    }
+}
+
+}  // namespace
+
 CheckedMoves plan_checked_copy(const MovePlan& plan, const MoveSummary& summary) {
     CheckedMoves checked;
     checked.summary = summary;
@@ -734,6 +772,13 @@ CheckedMoves plan_checked_copy(const MovePlan& plan, const MoveSummary& summary)
         return checked;  // nothing to copy, or one copy: nothing to decide
     }
     const size_t count = plan.movements_count();
+    if (count > short_list_movements) {
+        checked.shared_samples = samples_if_shared(plan);
+        if (!checked.shared_samples.empty()) {
+            plan_shared(plan, checked);
+            return checked;
+        }
+    }
     checked.merge = count > short_list_movements && movements_merge(plan);
     checked.disjoint = outputs_disjoint(plan, summary);
     checked.threads = threads_for(summary.bytes);
@@ -745,6 +790,38 @@ CheckedMoves plan_checked_copy(const MovePlan& plan, const MoveSummary& summary)
     }
     return checked;
 }
+
+namespace {
+
+// move_checked() of movements sharing their ranges: from their samples.
+void move_checked_shared(const Arrays& arrays, const MovePlan& plan, const CheckedMoves& checked,
+                         MoveDataSplit split, size_t threads) {
+    const size_t count = plan.movements_count();
+    const SharedRanges movements = shared_ranges(plan, checked.shared_samples.data());
+    switch (split) {
+    case MoveDataSplit::serial:
+        if (checked.merge && checked.has_runs) {
+            for (const MoveRun& run : checked.runs) {
+                copy_run(arrays, run);
+            }
+            return;
+        }
+        return copy_shared(arrays, plan, movements, count, checked.merge);
+    case MoveDataSplit::movement_blocks:
+        return copy_in_movement_blocks(count, threads, [&](size_t begin, size_t end) {
+            copy_shared(arrays, plan, movements.from(begin), end - begin, checked.merge);
+        });
+    case MoveDataSplit::byte_pieces:
+        if (checked.has_runs) {
+            return copy_runs_in_byte_pieces(arrays, checked.runs, threads);
+        }
+        std::vector<MoveRun> runs;
+        for_each_shared_run(plan, movements, count, [&](const MoveRun& run) { runs.push_back(run); });
+        return copy_runs_in_byte_pieces(arrays, runs, threads);
+    }
+}
+
+}  // namespace
 
 void move_checked(void* output, const void* input, const MovePlan& plan, const CheckedMoves& checked) {
     if (plan.trivially_empty()) {
@@ -770,6 +847,9 @@ void move_checked(void* output, const void* input, const MovePlan& plan, const C
         split = threads <= 1 || !checked.disjoint ? MoveDataSplit::serial
                 : plan.movements_count() >= threads * min_block_movements ? MoveDataSplit::movement_blocks
                                                                            : MoveDataSplit::byte_pieces;
+    }
+    if (!checked.shared_samples.empty()) {
+        return move_checked_shared(arrays, plan, checked, split, threads);
     }
     switch (split) {
     case MoveDataSplit::serial:

@@ -66,6 +66,11 @@ struct CheckedMoves {
     /// from one not stored.
     bool has_runs = false;
     std::vector<MoveRun> runs;
+    /// When every movement has the ranges of the first one (and there are
+    /// more than a few): their (sample_in, sample_out) pairs, which the copy
+    /// reads instead of the 40-byte movements, as move_data does for such a
+    /// list. Empty otherwise.
+    std::vector<uint64_t> shared_samples;
 };
 
 /// Decides how to copy `plan`, whose movements check_into() checked (the

@@ -887,4 +887,82 @@ TEST(HostMovePlan, DecidesTheSplitOnce) {
     mtsarray::set_num_threads(threads);
 }
 
+// Movements that all share the ranges of the first one (the common list of
+// libmetatensor's merges) are kept as their samples alone, and copied from
+// them as move_data copies such a list: the same bytes as move_data, at the
+// thread count the plan was made with and at another one; scattered, in
+// runs, with a component axis, with outputs written twice (the last
+// movement wins, as in move_data). A list that does not share its ranges,
+// or a short one, keeps the whole movements.
+TEST(HostMovePlan, MovementsSharingTheirRangesAreCopiedFromTheirSamples) {
+    namespace detail = mtsarray::detail;
+    namespace cpu = mtsarray::detail::cpu;
+    const int32_t threads = mtsarray::num_threads();
+    std::mt19937_64 rng(21);
+    struct Layout {
+        detail::Shape input;
+        detail::Shape output;
+    };
+    auto check = [&](const Layout& layout, const std::vector<mts_data_movement_t>& movements, bool shared) {
+        const detail::MovePlan caller_plan(layout.output, layout.input, sizeof(double), movements.data(),
+                                           movements.size());
+        std::vector<mts_data_movement_t> copy(movements.size());
+        const cpu::HostMovePlan plan(caller_plan, copy.data());
+        EXPECT_EQ(plan.checked().shared_samples.size(), shared ? 2 * movements.size() : 0u);
+        size_t input_count = 1;
+        size_t output_count = 1;
+        for (auto size : layout.input) {
+            input_count *= size;
+        }
+        for (auto size : layout.output) {
+            output_count *= size;
+        }
+        std::vector<double> input(input_count);
+        for (auto& value : input) {
+            value = static_cast<double>(rng() % 1000000);
+        }
+        for (int32_t count : {mtsarray::num_threads(), int32_t(1), int32_t(3)}) {
+            mtsarray::set_num_threads(count);
+            std::vector<double> expected(output_count, -1.0);
+            std::vector<double> got(output_count, -1.0);
+            cpu::move_data(expected.data(), input.data(), caller_plan);
+            plan.execute(got.data(), input.data());
+            EXPECT_EQ(got, expected) << count << " threads";
+        }
+    };
+    for (int32_t made_with : {1, 2, 4}) {
+        SCOPED_TRACE(::testing::Message() << "plan made with " << made_with << " threads");
+        mtsarray::set_num_threads(made_with);
+        const size_t count = 50000;
+        const Layout plain = {{count, 12}, {count, 10}};
+        const Layout components = {{count, 3, 12}, {count, 3, 10}};
+        // scattered, each output sample once
+        std::vector<size_t> order(count);
+        std::iota(order.begin(), order.end(), size_t(0));
+        std::shuffle(order.begin(), order.end(), rng);
+        std::vector<mts_data_movement_t> scattered(count);
+        for (size_t i = 0; i < count; i++) {
+            scattered[i] = {order[i], i, 3, 1, 5};
+        }
+        check(plain, scattered, true);
+        check(components, scattered, true);
+        // runs of 10 consecutive samples, then a jump
+        std::vector<mts_data_movement_t> runs(count);
+        for (size_t i = 0; i < count; i++) {
+            runs[i] = {(i / 10 * 7919 % (count / 10)) * 10 + i % 10, i, 2, 0, 10};
+        }
+        check(plain, runs, true);
+        // an output sample written twice
+        std::vector<mts_data_movement_t> twice = scattered;
+        twice[count - 1].sample_out = 7;
+        check(plain, twice, true);
+        // ranges that differ once, and a short list
+        std::vector<mts_data_movement_t> differing = scattered;
+        differing[count / 2].properties_length = 4;
+        check(plain, differing, false);
+        check(plain, std::vector<mts_data_movement_t>(scattered.begin(), scattered.begin() + 16), false);
+    }
+    mtsarray::set_num_threads(threads);
+}
+
 }  // namespace
