@@ -793,6 +793,18 @@ CheckedMoves plan_checked_copy(const MovePlan& plan, const MoveSummary& summary)
 
 namespace {
 
+// A plan's serial copy through the runs it stored, when it merges
+// movements into runs; false when it does not (nothing copied).
+bool copy_stored_runs(const Arrays& arrays, const CheckedMoves& checked) {
+    if (!checked.merge || !checked.has_runs) {
+        return false;
+    }
+    for (const MoveRun& run : checked.runs) {
+        copy_run(arrays, run);
+    }
+    return true;
+}
+
 // move_checked() of movements sharing their ranges: from their samples.
 void move_checked_shared(const Arrays& arrays, const MovePlan& plan, const CheckedMoves& checked,
                          MoveDataSplit split, size_t threads) {
@@ -800,10 +812,7 @@ void move_checked_shared(const Arrays& arrays, const MovePlan& plan, const Check
     const SharedRanges movements = shared_ranges(plan, checked.shared_samples.data());
     switch (split) {
     case MoveDataSplit::serial:
-        if (checked.merge && checked.has_runs) {
-            for (const MoveRun& run : checked.runs) {
-                copy_run(arrays, run);
-            }
+        if (copy_stored_runs(arrays, checked)) {
             return;
         }
         return copy_shared(arrays, plan, movements, count, checked.merge);
@@ -853,10 +862,7 @@ void move_checked(void* output, const void* input, const MovePlan& plan, const C
     }
     switch (split) {
     case MoveDataSplit::serial:
-        if (checked.merge && checked.has_runs) {
-            for (const MoveRun& run : checked.runs) {
-                copy_run(arrays, run);
-            }
+        if (copy_stored_runs(arrays, checked)) {
             return;
         }
         if (!checked.merge && plan.movements_count() <= few_movements) {
