@@ -734,15 +734,14 @@ namespace {
 std::vector<uint64_t> samples_if_shared(const MovePlan& plan) {
     const size_t count = plan.movements_count();
     const mts_data_movement_t& first = plan.movement(0);
-    for (size_t i = 1; i < count; i++) {
-        if (!same_ranges(plan.movement(i), first)) {
-            return {};
-        }
-    }
     std::vector<uint64_t> samples(2 * count);
     for (size_t i = 0; i < count; i++) {
-        samples[2 * i] = plan.movement(i).sample_in;
-        samples[2 * i + 1] = plan.movement(i).sample_out;
+        const mts_data_movement_t& movement = plan.movement(i);
+        if (!same_ranges(movement, first)) {
+            return {};
+        }
+        samples[2 * i] = movement.sample_in;
+        samples[2 * i + 1] = movement.sample_out;
     }
     return samples;
 }
