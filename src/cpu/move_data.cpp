@@ -746,18 +746,21 @@ std::vector<uint64_t> samples_if_shared(const MovePlan& plan) {
     return samples;
 }
 
-// plan_checked_copy() of movements sharing their ranges: decided on their
-// samples, as move_shared() decides.
-void plan_shared(const MovePlan& plan, CheckedMoves& checked) {
+// How a plan copies `movements` (its whole movements, or their samples when
+// they share their ranges), decided once as move_data decides at every
+// call; `for_each_run(visit)` gives their coalesced runs, stored when the
+// copy goes through them.
+template <typename Movements, typename ForEachRun>
+void decide_copy(const MovePlan& plan, const Movements& movements, CheckedMoves& checked,
+                 const ForEachRun& for_each_run) {
     const size_t count = plan.movements_count();
-    const SharedRanges movements = shared_ranges(plan, checked.shared_samples.data());
-    checked.merge = movements_merge(plan, movements, count);
+    checked.merge = count > short_list_movements && movements_merge(plan, movements, count);
     checked.disjoint = outputs_disjoint(plan, movements, count, checked.summary);
     checked.threads = threads_for(checked.summary.bytes);
     checked.split = split_for(count, checked.threads, [&] { return checked.disjoint; });
     if (checked.split == MoveDataSplit::byte_pieces ||
         (checked.split == MoveDataSplit::serial && checked.merge)) {
-        for_each_shared_run(plan, movements, count, [&](const MoveRun& run) { checked.runs.push_back(run); });
+        for_each_run([&](const MoveRun& run) { checked.runs.push_back(run); });
         checked.has_runs = true;
     }
 }
@@ -773,19 +776,13 @@ CheckedMoves plan_checked_copy(const MovePlan& plan, const MoveSummary& summary)
     const size_t count = plan.movements_count();
     if (count > short_list_movements) {
         checked.shared_samples = samples_if_shared(plan);
-        if (!checked.shared_samples.empty()) {
-            plan_shared(plan, checked);
-            return checked;
-        }
     }
-    checked.merge = count > short_list_movements && movements_merge(plan);
-    checked.disjoint = outputs_disjoint(plan, summary);
-    checked.threads = threads_for(summary.bytes);
-    checked.split = choose_split(plan, summary, checked.threads);
-    if (checked.split == MoveDataSplit::byte_pieces ||
-        (checked.split == MoveDataSplit::serial && checked.merge)) {
-        plan.for_each_run([&](const MoveRun& run) { checked.runs.push_back(run); });
-        checked.has_runs = true;
+    if (!checked.shared_samples.empty()) {
+        const SharedRanges movements = shared_ranges(plan, checked.shared_samples.data());
+        decide_copy(plan, movements, checked,
+                    [&](const auto& visit) { for_each_shared_run(plan, movements, count, visit); });
+    } else {
+        decide_copy(plan, whole_movements(plan), checked, [&](const auto& visit) { plan.for_each_run(visit); });
     }
     return checked;
 }
@@ -852,9 +849,7 @@ void move_checked(void* output, const void* input, const MovePlan& plan, const C
     if (threads != checked.threads) {
         // the thread count changed since the plan was made: choose_split()'s
         // rule, on what was learned then
-        split = threads <= 1 || !checked.disjoint ? MoveDataSplit::serial
-                : plan.movements_count() >= threads * min_block_movements ? MoveDataSplit::movement_blocks
-                                                                           : MoveDataSplit::byte_pieces;
+        split = split_for(plan.movements_count(), threads, [&] { return checked.disjoint; });
     }
     if (!checked.shared_samples.empty()) {
         return move_checked_shared(arrays, plan, checked, split, threads);
