@@ -45,18 +45,6 @@ SimpleArray<T> simple_array(const std::vector<uintptr_t>& shape, bool with_value
     return {std::move(array), simple};
 }
 
-template <typename T>
-metatensor::MtsArray mtsarray_array(const std::vector<uintptr_t>& shape, bool with_values) {
-    auto array = mtsarray_zeros_array(CPU, dtype_of<T>(), shape);
-    if (with_values) {
-        T* data = static_cast<T*>(mtsarray_pointer(array));
-        for (size_t i = 0; i < product(shape); i++) {
-            data[i] = value_at<T>(i);
-        }
-    }
-    return array;
-}
-
 void require_equal(const void* mtsarray, const void* simple, size_t bytes, const std::string& what) {
     if (bytes != 0 && std::memcmp(mtsarray, simple, bytes) != 0) {
         throw std::runtime_error(what + ": mtsarray's result differs from SimpleDataArray's");

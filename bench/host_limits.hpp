@@ -1,6 +1,7 @@
 #pragma once
-// What the CPU rows of mtsarray-bench share: host buffers, mtsarray's thread
-// count (read, and set for one case), and the limits mtsarray is held to --
+// What the CPU rows of mtsarray-bench share: arrays with values, host
+// buffers, mtsarray's thread count (read, and set for one case), and the
+// limits mtsarray is held to --
 // memcpy / memset of the same bytes on as many threads as mtsarray uses,
 // run by a HostTeam whose threads wait for each round without sleeping.
 
@@ -18,6 +19,19 @@ struct HostBuffer {
     std::vector<char> data;
     char* get() { return data.data(); }
 };
+
+/// A CPU mtsarray array of `shape`: zeros, or value_at(i) at element i.
+template <typename T>
+metatensor::MtsArray mtsarray_array(const std::vector<uintptr_t>& shape, bool with_values) {
+    auto array = mtsarray_zeros_array({kDLCPU, 0}, dtype_of<T>(), shape);
+    if (with_values) {
+        T* data = static_cast<T*>(mtsarray_pointer(array));
+        for (size_t i = 0; i < product(shape); i++) {
+            data[i] = value_at<T>(i);
+        }
+    }
+    return array;
+}
 
 /// mtsarray's host thread count.
 size_t host_threads();

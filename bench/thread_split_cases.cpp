@@ -122,20 +122,11 @@ template <typename Make> Case split_case(const Options& options, const std::stri
                 }};
 }
 
-metatensor::MtsArray values_array(const std::vector<uintptr_t>& shape) {
-    auto array = mtsarray_zeros_array(CPU, dtype_of<double>(), shape);
-    auto* data = static_cast<double*>(mtsarray_pointer(array));
-    for (size_t i = 0; i < product(shape); i++) {
-        data[i] = value_at<double>(i);
-    }
-    return array;
-}
-
 /// copy of 10^6 float64: a new array, written on every thread.
 SplitOperation copy_operation() {
     const std::vector<uintptr_t> shape = {125000, 8};
     const size_t bytes = product(shape) * sizeof(double);
-    auto source = std::make_shared<metatensor::MtsArray>(values_array(shape));
+    auto source = std::make_shared<metatensor::MtsArray>(mtsarray_array<double>(shape, true));
     auto host_source = std::make_shared<HostBuffer>(bytes);
     auto copy = [source] {
         auto from = raw(*source);
@@ -159,7 +150,7 @@ SplitOperation copy_operation() {
 SplitOperation create_operation() {
     const std::vector<uintptr_t> shape = {125000, 8};
     const size_t bytes = product(shape) * sizeof(double);
-    auto prototype = std::make_shared<metatensor::MtsArray>(values_array({1, 8}));
+    auto prototype = std::make_shared<metatensor::MtsArray>(mtsarray_array<double>({1, 8}, true));
     const double value = 2.5;
     auto create = [prototype, shape, value] {
         mts_array_t fill;
@@ -186,7 +177,7 @@ SplitOperation move_data_operation() {
     const size_t count = 10000;
     const std::vector<uintptr_t> shape = {count, 32};
     const size_t bytes = product(shape) * sizeof(double);
-    auto input = std::make_shared<metatensor::MtsArray>(values_array(shape));
+    auto input = std::make_shared<metatensor::MtsArray>(mtsarray_array<double>(shape, true));
     auto output = std::make_shared<metatensor::MtsArray>(mtsarray_zeros_array(CPU, dtype_of<double>(), shape));
     auto movements = std::make_shared<std::vector<mts_data_movement_t>>();
     for (uintptr_t i = 0; i < count; i++) {
@@ -213,7 +204,7 @@ SplitOperation move_data_operation() {
 SplitOperation swap_axes_operation() {
     const std::vector<uintptr_t> shape = {1000, 1000};
     const size_t bytes = product(shape) * sizeof(double);
-    auto array = std::make_shared<metatensor::MtsArray>(values_array(shape));
+    auto array = std::make_shared<metatensor::MtsArray>(mtsarray_array<double>(shape, true));
     auto swap = [array] {
         auto a = raw(*array);
         check(a.swap_axes(a.ptr, 0, 1));
