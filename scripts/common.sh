@@ -17,6 +17,9 @@ JOBS="${MTSARRAY_JOBS:-2}"
 VENV_DIR="${MTSARRAY_VENV:-$REPO_ROOT/.venv}"
 VENV_PYTHON="$VENV_DIR/bin/python"
 METATENSOR_VERSION="0.2.6"
+# metatensor-torch of the same metatensor-core series, with builds for PyTorch 2.3 to 2.14
+# (the GPU check's reference on the GPU: scripts/gpu_check.sh)
+METATENSOR_TORCH_VERSION="0.10.8"
 
 log() {
     printf '\n\033[1m==> %s\033[0m\n' "$*"

@@ -8,9 +8,11 @@
 #       -DCMAKE_CUDA_ARCHITECTURES=90 for an H100). Writes
 #       <repo>/.gpu-check/bundle.tar.gz: the test binaries, the benchmark,
 #       libmtsarray, libmetatensor where the build looks for it, and the
-#       wheels of the Python package (CUDA) and of metatensor-core for
-#       Python $MTSARRAY_GPU_PYTHON_VERSION (default 3.12; the wheel for the
-#       build's CUDA architectures, or $MTSARRAY_CUDA_ARCHITECTURES) -- paths relative
+#       wheels of the Python package (CUDA), of metatensor-core and of
+#       metatensor-torch (pure Python over libraries for each PyTorch release:
+#       it loads the one of the machine's PyTorch) for Python
+#       $MTSARRAY_GPU_PYTHON_VERSION (default 3.12; the wheel for the build's
+#       CUDA architectures, or $MTSARRAY_CUDA_ARCHITECTURES) -- paths relative
 #       to the repository, which must sit at the same absolute path on the
 #       GPU machine (a symbolic link will do).
 #
@@ -20,18 +22,22 @@
 #         1. every test binary, whole, 4 at a time: every case of each, with
 #            names resolved on the GPU (the simulated-runtime suite with
 #            MTSARRAY_TEST_GPU=simulated, as ctest runs it);
-#         2. the CUDA rows of mtsarray-bench (--quick), alone on the GPU,
-#            then its CPU rows on the machine's cores (the GPU backend's
-#            planning and libmetatensor's operations on CPU arrays included);
+#         2. the CUDA rows of mtsarray-bench (--quick), alone on the GPU;
+#            Nsight Compute on one launch of the move_data kernel in each of
+#            the short-run rows (64 B, 256 B, mixed lengths), where ncu is
+#            there; then the CPU rows on the machine's cores (the GPU
+#            backend's planning and libmetatensor's operations on CPU arrays
+#            included);
 #         3. compute-sanitizer: memcheck on the stream tests, racecheck and
 #            synccheck on the move_data cases, beside
 #         4. the Python package's tests with PyTorch, CuPy and JAX (those
-#            importable there), and bench/tensormap_operations.py.
+#            importable there), and bench/tensormap_operations.py (against
+#            metatensor-torch on the same GPU when PyTorch is there).
 #       Ends with one verdict per binary and stage, naming every failing
 #       test, and writes the logs and a JSON summary to
 #       $MTSARRAY_GPU_CHECK_OUT (default <repo>/.gpu-check/out). Exits non-zero
 #       when a stage fails (a benchmark target missed is reported, not a
-#       failure). About 4 minutes on an H100.
+#       failure). About 5 minutes on an H100.
 set -uo pipefail
 
 # shellcheck source=scripts/common.sh
@@ -73,9 +79,11 @@ pack() {
         "$venv/bin/python" -m pip install --quiet "metatensor-core==$METATENSOR_VERSION" numpy scikit-build-core nanobind
     fi
     rm -f "$wheels"/*.whl
-    # metatensor-core and its own requirement (numpy is there already)
-    "$venv/bin/python" -m pip download --quiet --no-deps -d "$wheels" "metatensor-core==$METATENSOR_VERSION" \
-        ctypes-dlpack
+    # metatensor-core and its own requirement (numpy is there already), and
+    # metatensor-torch (PyTorch is on the GPU machine: its wheel is not carried)
+    "$venv/bin/python" -m pip download --quiet --no-deps --only-binary=:all: -d "$wheels" \
+        "metatensor-core==$METATENSOR_VERSION" ctypes-dlpack "metatensor-torch==$METATENSOR_TORCH_VERSION" ||
+        die "could not download the wheels of metatensor-core and metatensor-torch"
     log "mtsarray wheel for Python $PYTHON_VERSION (CUDA $architectures)"
     MTSARRAY_CUDA=ON "$venv/bin/python" -m pip wheel --quiet --no-build-isolation --no-deps -w "$wheels" \
         -C "build-dir=$CHECK_DIR/python-build" -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$architectures" \
@@ -113,6 +121,7 @@ OUT="${MTSARRAY_GPU_CHECK_OUT:-$CHECK_DIR/out}"
 [[ -f "$BUNDLE" ]] || die "no bundle at $BUNDLE (make one with --pack where the build is)"
 command -v nvidia-smi >/dev/null || die "nvidia-smi not found: this is not a GPU machine"
 mkdir -p "$OUT"
+rm -f "$OUT/verdicts.tsv"
 tar -C "$REPO_ROOT" -xzf "$BUNDLE" || die "could not unpack $BUNDLE into $REPO_ROOT"
 BUILD="$REPO_ROOT/$(cat "$CHECK_DIR/build-dir")"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -170,6 +179,38 @@ bench_rows() {  # FILTER LABEL SECONDS
     fi
 }
 bench_rows cuda CUDA 300
+
+# Nsight Compute on the kernel where it is furthest from the copy's
+# bandwidth: one launch of move_data_device_table_kernel in each short-run
+# row (the benchmark with --calls 1 runs each of its operations once), with
+# the clocks left as they run (--clock-control none). Still alone on the GPU.
+# A profiler that can not read the counters here is reported, not a failure.
+NCU="$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)"
+NCU_ROWS=("segments=64 B" "segments=256 B" "mixed 8B..512B")
+profile_kernel() {  # ROW
+    local row="$1" log="$OUT/ncu-${1//[^A-Za-z0-9]/_}.txt"
+    timeout 120 "$NCU" --clock-control none --kernel-name regex:move_data_device_table_kernel --launch-count 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+        --section SchedulerStats --section WarpStateStats \
+        "$BUILD/bench/mtsarray-bench" --quick --calls 1 --filter "move_data cuda f64 $row" >"$log" 2>&1
+    local rc=$? dram occupancy
+    dram="$(grep -m 1 -E '^ +DRAM Throughput +%' "$log" | awk '{print $NF}')"
+    occupancy="$(grep -m 1 -E '^ +Achieved Occupancy +%' "$log" | awk '{print $NF}')"
+    if [[ $rc == 0 && -n "$dram" ]]; then
+        verdict "ncu move_data kernel, $row" "DRAM throughput ${dram} %, achieved occupancy ${occupancy:-?} %"
+    else
+        verdict "ncu move_data kernel, $row" "not profiled (exit $rc): see $(basename "$log")"
+    fi
+}
+if [[ -n "$NCU" ]]; then
+    log "2. ncu: the move_data kernel in ${#NCU_ROWS[@]} rows"
+    for row in "${NCU_ROWS[@]}"; do
+        profile_kernel "$row"
+    done
+else
+    verdict "ncu move_data kernel" "not profiled: ncu not found"
+fi
+
 bench_rows cpu CPU 260
 
 # 3. compute-sanitizer on the cases that run on the GPU, beside the Python tests
@@ -249,6 +290,7 @@ fi
 log "verdicts ($((SECONDS - START)) s on $(head -n 1 "$OUT/gpu.txt"), bundle of $(cat "$CHECK_DIR/commit" 2>/dev/null))"
 for name in "${ORDER[@]}"; do
     printf '  %-44s %s\n' "$name" "${VERDICT[$name]}"
+    printf '%s\t%s\n' "$name" "${VERDICT[$name]}" >>"$OUT/verdicts.tsv"
 done | tee "$OUT/verdicts.txt"
 status=0
 grep -q "FAILED" "$OUT/verdicts.txt" && status=1
@@ -257,9 +299,9 @@ python3 - "$OUT" "$(cat "$CHECK_DIR/commit" 2>/dev/null || echo unknown)" "$((SE
 import json, os, sys
 out, commit, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 verdicts = {}
-for line in open(os.path.join(out, "verdicts.txt")):
-    name, _, text = line.strip().partition("  ")
-    verdicts[name.strip()] = text.strip()
+for line in open(os.path.join(out, "verdicts.tsv")):
+    name, _, text = line.rstrip("\n").partition("\t")
+    verdicts[name] = text
 json.dump({"commit": commit, "gpu": open(os.path.join(out, "gpu.txt")).read().strip(), "seconds": seconds,
            "verdicts": verdicts}, open(os.path.join(out, "gpu-check.json"), "w"), indent=1)
 EOF
