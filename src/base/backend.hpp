@@ -61,16 +61,24 @@ public:
     virtual void fill(const Stream& stream, void* data, size_t count, const void* value,
                       size_t element_size) const = 0;
 
-    /// A reusable plan's form on this backend (mtsarray_move_plan_t):
-    /// `plan` holds movements already checked (the plan's own copy), for
+    /// A reusable plan's form on this backend (mtsarray_move_plan_t), for
     /// arrays on `stream`'s device; any work it needs (an upload of a
-    /// table) is queued on `stream`. nullptr: this backend has no form of
-    /// its own, and executions call move_data. The result is owned by the
-    /// reusable plan, which may outlive `stream`'s arrays.
-    virtual std::unique_ptr<const BackendMovePlan> prepare_move_plan(const Stream& stream,
-                                                                     const MovePlan& plan) const {
+    /// table) is queued on `stream`. `plan` holds the caller's movements,
+    /// not checked yet: the backend reads each one once, checks it (throws
+    /// validate()'s error naming a bad one) and stores the value it read
+    /// into copy[i] (movements_count() entries: the plan's own copy, which
+    /// executions fall back on), with the samples they reach into `reach`.
+    /// nullptr: this backend has no form of its own, has read nothing, and
+    /// executions call move_data on a copy the caller makes and checks. The
+    /// result is owned by the reusable plan, which may outlive `stream`'s
+    /// arrays.
+    virtual std::unique_ptr<const BackendMovePlan> prepare_move_plan(const Stream& stream, const MovePlan& plan,
+                                                                     mts_data_movement_t* copy,
+                                                                     SampleReach& reach) const {
         (void)stream;
         (void)plan;
+        (void)copy;
+        (void)reach;
         return nullptr;
     }
 

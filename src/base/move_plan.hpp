@@ -43,6 +43,14 @@ struct MoveRun {
     uint64_t rows;
 };
 
+/// The samples a list of movements reaches: 1 + the largest sample_in and
+/// sample_out (0 for an empty list). A reusable plan accepts arrays with at
+/// least that many samples.
+struct SampleReach {
+    uintptr_t input_samples = 0;
+    uintptr_t output_samples = 0;
+};
+
 /// What `validate()` learns on its way over the movements, for backends
 /// that split the copy between threads.
 struct MoveSummary {
@@ -243,7 +251,8 @@ public:
     /// without storing them. The movements must have been validated.
     template <typename Visit>
     [[gnu::always_inline]] void for_each_run(Visit&& visit) const {
-        (void)iterate_runs</*check=*/false>(visit);
+        auto keep_nothing = [](size_t, const mts_data_movement_t&) {};
+        (void)iterate_runs</*check=*/false>(visit, keep_nothing);
     }
 
     /// Same, checking each movement as it comes: stops and returns false at
@@ -255,7 +264,29 @@ public:
     /// given.
     template <typename Visit>
     [[gnu::always_inline]] bool for_each_valid_run(Visit&& visit) const {
-        return iterate_runs</*check=*/true>(visit);
+        auto keep_nothing = [](size_t, const mts_data_movement_t&) {};
+        return iterate_runs</*check=*/true>(visit, keep_nothing);
+    }
+
+    /// for_each_valid_run(), also storing each movement as it was read into
+    /// copy[i] (`copy` has movements_count() entries and is not the list
+    /// itself) and gathering the samples they reach into `reach`: the copy
+    /// a reusable plan keeps, made in the same pass as its table. On false,
+    /// the copy and `reach` hold the movements before the invalid one.
+    template <typename Visit>
+    [[gnu::always_inline]] bool for_each_valid_run_copying(Visit&& visit, mts_data_movement_t* copy,
+                                                           SampleReach& reach) const {
+        // locals, not reach's fields: a store into the copy could alias them
+        uintptr_t input_samples = 0;
+        uintptr_t output_samples = 0;
+        auto keep = [&](size_t index, const mts_data_movement_t& movement) {
+            copy[index] = movement;
+            input_samples = movement.sample_in + 1 > input_samples ? movement.sample_in + 1 : input_samples;
+            output_samples = movement.sample_out + 1 > output_samples ? movement.sample_out + 1 : output_samples;
+        };
+        const bool valid = iterate_runs</*check=*/true>(visit, keep);
+        reach = {input_samples, output_samples};
+        return valid;
     }
 
     /// Bytes between consecutive rows of the input / output.
@@ -274,9 +305,10 @@ public:
 private:
     // Inlined into its caller, where `visit` is a local: the visitor's
     // fields then stay in registers through the loop (the table writer of
-    // the GPU backends keeps its count and sums there).
-    template <bool Check, typename Visit>
-    [[gnu::always_inline]] inline bool iterate_runs(Visit& visit) const;
+    // the GPU backends keeps its count and sums there). `keep(index,
+    // movement)` is given each movement as it was read, once checked.
+    template <bool Check, typename Visit, typename Keep>
+    [[gnu::always_inline]] inline bool iterate_runs(Visit& visit, Keep& keep) const;
 
     /// validate()'s slow path: throws the error naming the first movement
     /// of `movements` (this plan's, or their copy) out of range, if there
@@ -303,18 +335,17 @@ private:
     size_t element_size_ = 0;
 };
 
-template <bool Check, typename Visit>
-inline bool MovePlan::iterate_runs(Visit& visit) const {
+template <bool Check, typename Visit, typename Keep>
+inline bool MovePlan::iterate_runs(Visit& visit, Keep& keep) const {
     const MoveBounds bounds = this->bounds();
     if (components_ == 0) {
         // no row to copy; the movements still have to be valid
-        if (Check) {
-            for (size_t i = 0; i < movements_count_; i++) {
-                const mts_data_movement_t movement = movements_[i];
-                if (!bounds.contain(movement)) {
-                    return false;
-                }
+        for (size_t i = 0; i < movements_count_; i++) {
+            const mts_data_movement_t movement = movements_[i];
+            if (Check && !bounds.contain(movement)) {
+                return false;
             }
+            keep(i, movement);
         }
         return true;
     }
@@ -359,6 +390,7 @@ inline bool MovePlan::iterate_runs(Visit& visit) const {
             if (decltype(check)::value && !bounds.contain_each(value)) {
                 return false;
             }
+            keep(static_cast<size_t>(from - movements_), value);
             const uint64_t bytes = value.properties_length * element;
             if (bytes == 0) {
                 continue;

@@ -37,12 +37,7 @@ MoveDataSplit choose_split(const MovePlan& plan, const MoveSummary& summary, siz
 /// first bad movement. On several threads for long lists, like move_data().
 MoveSummary check_into(const MovePlan& plan, mts_data_movement_t* copy);
 
-/// The samples a list of movements reaches: one more than the highest
-/// input and output sample it names (0 and 0 for an empty list).
-struct SampleReach {
-    uintptr_t input_samples = 0;
-    uintptr_t output_samples = 0;
-};
+using detail::SampleReach;  // base/move_plan.hpp
 
 /// Copies `count` movements from `from` into `copy`, reading each once, and
 /// gives the samples they reach; checks nothing. On several threads for

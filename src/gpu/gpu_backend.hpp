@@ -308,8 +308,9 @@ public:
         MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
     }
 
-    std::unique_ptr<const BackendMovePlan> prepare_move_plan(const Stream& stream,
-                                                             const MovePlan& plan) const override {
+    std::unique_ptr<const BackendMovePlan> prepare_move_plan(const Stream& stream, const MovePlan& plan,
+                                                             mts_data_movement_t* copy,
+                                                             SampleReach& reach) const override {
         const StreamHandle handle = device_stream(stream, "move plan");
         MTSARRAY_EXPECTS(plan.input_bytes() < max_move_array_bytes && plan.output_bytes() < max_move_array_bytes,
                          "move_data on the GPU supports arrays of less than 1 TiB");
@@ -321,7 +322,8 @@ public:
         MoveTableStorage<Runtime> storage(state.staging, /*capturing=*/false, plan.movements_count());
         MoveTableSummary summary;
         MoveLaunchClasses classes;
-        plan_move_table(plan, storage, summary, classes, "move plan");
+        // the plan's copy of the movements, made as the table is built
+        plan_move_table(plan, storage, summary, classes, "move plan", MovementCopy{copy, &reach});
         auto prepared = std::make_unique<PreparedMovePlan>(*this, device, summary.entries);
         prepared->classes = classes;
         prepared->narrow = narrow_offsets(summary.span);
@@ -1028,16 +1030,24 @@ private:
     /// in parts on the host threads. Throws validate()'s error, naming the
     /// first bad movement, when one is out of range (`what`: the operation,
     /// for the message if validate() finds none).
+    /// Where plan_move_table also stores each movement it reads, and the
+    /// samples they reach (a reusable plan's copy); none when `copy` is null.
+    struct MovementCopy {
+        mts_data_movement_t* copy = nullptr;
+        SampleReach* reach = nullptr;
+    };
+
     void plan_move_table(const MovePlan& plan, MoveTableStorage<Runtime>& storage, MoveTableSummary& summary,
-                         MoveLaunchClasses& classes, const char* what) const {
+                         MoveLaunchClasses& classes, const char* what, MovementCopy kept = {}) const {
         const size_t threads = host_tasks_ != nullptr ? host_tasks_->threads() : 1;
         const size_t parts = move_table_part_count(plan.movements_count(), threads);
         bool valid = false;
         if (parts > 1) {
             valid = build_move_table_in_parts(plan, storage, summary, classes, threads_per_block, max_blocks,
-                                              *host_tasks_, threads, parts);
+                                              *host_tasks_, threads, parts, kept.copy, kept.reach);
         } else {
-            valid = build_move_table(plan, storage, summary);
+            valid = kept.copy != nullptr ? build_move_table_copying(plan, storage, summary, kept.copy, *kept.reach)
+                                         : build_move_table(plan, storage, summary);
             if (valid) {
                 classes = storage.classify(summary, threads_per_block, max_blocks);
             }

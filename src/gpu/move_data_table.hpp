@@ -175,6 +175,13 @@ inline void count_move_table_keys(const MoveTableEntry* entries, uint64_t count,
 template <class Storage>
 bool build_move_table(const MovePlan& plan, Storage& storage, MoveTableSummary& summary);
 
+/// The same, also storing each movement as it was read into copy[i] and the
+/// samples they reach into `reach` (MovePlan::for_each_valid_run_copying):
+/// a reusable plan's table and its copy of the movements in one pass.
+template <class Storage>
+bool build_move_table_copying(const MovePlan& plan, Storage& storage, MoveTableSummary& summary,
+                              mts_data_movement_t* copy, SampleReach& reach);
+
 /// Entries [first, first + count) of one size class, and the blocks of the
 /// launch that take them: [first_block, next class's first_block).
 struct MoveClassRange {
@@ -377,17 +384,38 @@ private:
 
 }  // namespace move_table_detail
 
-template <class Storage>
-bool build_move_table(const MovePlan& plan, Storage& storage, MoveTableSummary& summary) {
+namespace move_table_detail {
+
+// build_move_table's body: `pass(writer)` runs the plan's runs through the
+// writer (with or without a copy of the movements).
+template <class Storage, class Pass>
+[[gnu::always_inline]] inline bool build_table(const MovePlan& plan, Storage& storage, MoveTableSummary& summary,
+                                               Pass&& pass) {
     summary = MoveTableSummary{};
-    move_table_detail::Writer<Storage> writer(storage, plan.input_row_stride(), plan.output_row_stride(),
-                                              summary.per_key, plan.movements_count());
-    if (!plan.for_each_valid_run(writer)) {
+    Writer<Storage> writer(storage, plan.input_row_stride(), plan.output_row_stride(), summary.per_key,
+                           plan.movements_count());
+    if (!pass(writer)) {
         return false;
     }
     writer.finish(summary);
     summary.span = plan.input_bytes() > plan.output_bytes() ? plan.input_bytes() : plan.output_bytes();
     return true;
+}
+
+}  // namespace move_table_detail
+
+template <class Storage>
+bool build_move_table(const MovePlan& plan, Storage& storage, MoveTableSummary& summary) {
+    return move_table_detail::build_table(plan, storage, summary,
+                                          [&](auto& writer) { return plan.for_each_valid_run(writer); });
+}
+
+template <class Storage>
+bool build_move_table_copying(const MovePlan& plan, Storage& storage, MoveTableSummary& summary,
+                              mts_data_movement_t* copy, SampleReach& reach) {
+    return move_table_detail::build_table(plan, storage, summary, [&](auto& writer) {
+        return plan.for_each_valid_run_copying(writer, copy, reach);
+    });
 }
 
 /// The calling thread's scratch table for classify_move_table, reused from

@@ -55,6 +55,7 @@ inline size_t move_table_part_count(size_t movements, size_t threads) {
 struct MoveTablePart {
     std::vector<MoveTableEntry> entries;
     MoveTableSummary summary;
+    SampleReach reach;  // of the part's movements, when they are copied
     bool valid = false;
 
     MoveTableEntry* data() noexcept { return entries.data(); }
@@ -86,32 +87,49 @@ inline std::vector<MoveTablePart>& move_table_parts(size_t count) {
 /// launch (as classify_move_table_into does, for blocks of
 /// `threads_per_block` threads and at most `max_blocks` blocks). Returns
 /// false when a movement is invalid: call plan.validate() for the error
-/// (nothing is written into `storage` then). `parts` >= 1.
+/// (nothing is written into `storage` then). `parts` >= 1. With a `copy`
+/// (movements_count() entries), each part also stores its movements there
+/// as it reads them, and `reach` gets the samples they reach
+/// (build_move_table_copying).
 template <class Storage>
 bool build_move_table_in_parts(const MovePlan& plan, Storage& storage, MoveTableSummary& summary,
                                MoveLaunchClasses& classes, uint32_t threads_per_block, uint64_t max_blocks,
-                               const HostTasks& tasks, size_t threads, size_t parts) {
+                               const HostTasks& tasks, size_t threads, size_t parts,
+                               mts_data_movement_t* copy = nullptr, SampleReach* reach = nullptr) {
     std::vector<MoveTablePart>& tables = move_table_parts(parts);
     const size_t count = plan.movements_count();
     auto build_part = [&](size_t part) {
         const size_t begin = count * part / parts;
         const size_t end = count * (part + 1) / parts;
         MoveTablePart& table = tables[part];
-        table.valid = build_move_table(plan.slice(begin, end), table, table.summary);
+        if (copy != nullptr) {
+            table.valid = build_move_table_copying(plan.slice(begin, end), table, table.summary, copy + begin,
+                                                   table.reach);
+        } else {
+            table.valid = build_move_table(plan.slice(begin, end), table, table.summary);
+        }
     };
     tasks.run_each(parts, threads, build_part);
 
     summary = MoveTableSummary{};
+    SampleReach reached;
     for (size_t part = 0; part < parts; part++) {
         const MoveTableSummary& own = tables[part].summary;
         if (!tables[part].valid) {
             return false;
+        }
+        if (copy != nullptr) {
+            reached.input_samples = std::max(reached.input_samples, tables[part].reach.input_samples);
+            reached.output_samples = std::max(reached.output_samples, tables[part].reach.output_samples);
         }
         summary.entries += own.entries;
         for (uint32_t key = 0; key < move_class_keys; key++) {
             summary.per_key[key] += own.per_key[key];
         }
         summary.span = std::max(summary.span, own.span);
+    }
+    if (reach != nullptr) {
+        *reach = reached;
     }
     classes = MoveLaunchClasses{};
     if (summary.entries == 0) {

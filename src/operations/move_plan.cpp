@@ -48,7 +48,7 @@ ReusableMovePlan::ReusableMovePlan(const Array& output, const Array& input, cons
             throw OutOfMemory("out of host memory for the copy of " + std::to_string(count) + " movements");
         }
     }
-    cpu::SampleReach reach;
+    SampleReach reach;
     if (is_host_accessible(device_.device_type)) {
         // checks each movement as it copies it, and decides how to copy them
         auto host = std::make_unique<cpu::HostMovePlan>(caller_plan, movements_.get());
@@ -56,15 +56,15 @@ ReusableMovePlan::ReusableMovePlan(const Array& output, const Array& input, cons
         prepared_ = std::move(host);
         reach = cpu::copy_movements(movements_.get(), movements_.get(), count);
     } else {
-        // The caller's list is read once, into the copy; the backend checks
-        // the copy as it builds its own form of it (a GPU's table in device
-        // memory, uploaded once), or the copy is checked here when it makes
-        // none: executions then run the backend's move_data on it.
-        reach = cpu::copy_movements(movements, movements_.get(), count);
-        const MovePlan copied = caller_plan.with_movements(movements_.get());
-        prepared_ = output.compute_backend().prepare_move_plan(output.stream(), copied);
+        // The caller's list is read once: by the backend, which checks each
+        // movement and keeps it in the copy as it builds its own form of
+        // them (a GPU's table in device memory, uploaded once), or, when it
+        // makes none, here into the copy, which is then checked: executions
+        // run the backend's move_data on it.
+        prepared_ = output.compute_backend().prepare_move_plan(output.stream(), caller_plan, movements_.get(), reach);
         if (prepared_ == nullptr) {
-            copied.validate();
+            reach = cpu::copy_movements(movements, movements_.get(), count);
+            caller_plan.with_movements(movements_.get()).validate();
         }
     }
     output_samples_needed_ = reach.output_samples;

@@ -244,3 +244,80 @@ TEST(GpuMoveTableParts, ATableOfFewerPartsAfterAnotherKeepsNothingOfIt) {
     const std::vector<mts_data_movement_t> few(many.begin(), many.begin() + 33000);
     check_parts(layout, few, backwards, 2, false, rng);
 }
+
+// A reusable plan's table is built with its copy of the movements in the
+// same pass (build_move_table_copying, and the parts' copies): the very
+// table of the build without a copy, the copy holding each movement, and
+// the samples reached; on one thread and in parts, with rows and without
+// (an empty component axis), and a bad movement still refuses the list.
+TEST(GpuMoveTableParts, TheBuildThatCopiesKeepsEveryMovementAndTheSamplesReached) {
+    std::mt19937_64 rng(11);
+    const BackwardsTasks backwards;
+    auto expected_reach = [](const std::vector<mts_data_movement_t>& movements) {
+        SampleReach reach;
+        for (const auto& movement : movements) {
+            reach.input_samples = std::max(reach.input_samples, movement.sample_in + 1);
+            reach.output_samples = std::max(reach.output_samples, movement.sample_out + 1);
+        }
+        return reach;
+    };
+    for (const Layout& layout : {Layout{{30000, 3, 24}, {20000, 3, 40}, 8}, Layout{{30000, 0, 24}, {20000, 0, 40}, 8}}) {
+        SCOPED_TRACE(::testing::Message() << "components " << layout.input_shape[1]);
+        const auto movements = random_movements(rng, layout, 20000, false);
+        const MovePlan plan(layout.output_shape, layout.input_shape, layout.element_size, movements.data(),
+                            movements.size());
+        const SampleReach reach_expected = expected_reach(movements);
+        auto same_copy = [&](const std::vector<mts_data_movement_t>& copy) {
+            return std::memcmp(copy.data(), movements.data(), movements.size() * sizeof(mts_data_movement_t)) == 0;
+        };
+
+        // one thread
+        VectorStorage plain(8);
+        VectorStorage copying(8);
+        MoveTableSummary plain_summary;
+        MoveTableSummary copying_summary;
+        std::vector<mts_data_movement_t> copy(movements.size());
+        SampleReach reach;
+        ASSERT_TRUE(build_move_table(plan, plain, plain_summary));
+        ASSERT_TRUE(build_move_table_copying(plan, copying, copying_summary, copy.data(), reach));
+        ASSERT_EQ(copying_summary.entries, plain_summary.entries);
+        EXPECT_EQ(std::memcmp(copying.data(), plain.data(), plain_summary.entries * sizeof(MoveTableEntry)), 0);
+        EXPECT_TRUE(same_copy(copy));
+        EXPECT_EQ(reach.input_samples, reach_expected.input_samples);
+        EXPECT_EQ(reach.output_samples, reach_expected.output_samples);
+
+        // in parts, in any order
+        for (size_t parts : {size_t(1), size_t(3), size_t(7)}) {
+            SCOPED_TRACE(::testing::Message() << parts << " parts");
+            const PartsResult expected = build_in_parts(plan, backwards, parts);
+            VectorStorage storage(8);
+            PartsResult result;
+            std::vector<mts_data_movement_t> part_copy(movements.size());
+            SampleReach part_reach;
+            result.valid = build_move_table_in_parts(plan, storage, result.summary, result.classes,
+                                                     threads_per_block, max_blocks, backwards, backwards.threads(),
+                                                     parts, part_copy.data(), &part_reach);
+            ASSERT_TRUE(result.valid);
+            ASSERT_EQ(result.summary.entries, expected.summary.entries);
+            EXPECT_EQ(std::memcmp(storage.data(), expected.table.data(), expected.table.size() * sizeof(MoveTableEntry)),
+                      0);
+            EXPECT_TRUE(same_copy(part_copy));
+            EXPECT_EQ(part_reach.input_samples, reach_expected.input_samples);
+            EXPECT_EQ(part_reach.output_samples, reach_expected.output_samples);
+        }
+
+        // a bad movement, in the last part
+        std::vector<mts_data_movement_t> bad = movements;
+        bad[bad.size() - 10].sample_in = layout.input_shape[0];
+        const MovePlan bad_plan(layout.output_shape, layout.input_shape, layout.element_size, bad.data(), bad.size());
+        std::vector<mts_data_movement_t> bad_copy(bad.size());
+        SampleReach bad_reach;
+        VectorStorage bad_storage(8);
+        MoveTableSummary bad_summary;
+        EXPECT_FALSE(build_move_table_copying(bad_plan, bad_storage, bad_summary, bad_copy.data(), bad_reach));
+        MoveLaunchClasses classes;
+        EXPECT_FALSE(build_move_table_in_parts(bad_plan, bad_storage, bad_summary, classes, threads_per_block,
+                                               max_blocks, backwards, backwards.threads(), 4, bad_copy.data(),
+                                               &bad_reach));
+    }
+}

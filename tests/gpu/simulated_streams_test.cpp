@@ -668,7 +668,19 @@ std::unique_ptr<const mtsarray::detail::BackendMovePlan> prepare(const mtsarray:
     const mtsarray::detail::Shape input_shape = {input_samples, properties};
     const mtsarray::detail::MovePlan plan(output_shape, input_shape, sizeof(double), movements.data(),
                                           movements.size());
-    return backend.prepare_move_plan(stream, plan);
+    // the copy the backend keeps for the plan, made as it reads the list
+    std::vector<mts_data_movement_t> copy(movements.size());
+    mtsarray::detail::SampleReach reach;
+    auto prepared = backend.prepare_move_plan(stream, plan, copy.data(), reach);
+    mtsarray::detail::SampleReach expected;
+    for (size_t i = 0; i < movements.size(); i++) {
+        EXPECT_EQ(std::memcmp(&copy[i], &movements[i], sizeof(mts_data_movement_t)), 0) << "movement " << i;
+        expected.input_samples = std::max(expected.input_samples, movements[i].sample_in + 1);
+        expected.output_samples = std::max(expected.output_samples, movements[i].sample_out + 1);
+    }
+    EXPECT_EQ(reach.input_samples, expected.input_samples);
+    EXPECT_EQ(reach.output_samples, expected.output_samples);
+    return prepared;
 }
 
 /// The device pointer of an array (its first element).
