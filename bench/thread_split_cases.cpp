@@ -1,5 +1,5 @@
 // "thread split" rows: the CPU operations whose work mtsarray splits between
-// host threads (copy, create, move_data, swap_axes of 1-8 MiB, where a
+// host threads (copy, copy_into, create, move_data, swap_axes of 1-8 MiB, where a
 // call's fixed costs weigh most), at 2, 4, 8 and 16 threads, each next to
 // the same call on one thread and to memcpy / memset of the same bytes on as
 // many threads, measured side by side in one run. The rule they check: the
@@ -146,6 +146,32 @@ SplitOperation copy_operation() {
             }};
 }
 
+/// copy_into of 10^6 float64: the copy's work into an array that exists, so
+/// that no memory is allocated, advised or faulted in. Next to `copy`, it
+/// tells a thread count where the split itself falls short from one where
+/// fresh memory does.
+SplitOperation copy_into_operation() {
+    const std::vector<uintptr_t> shape = {125000, 8};
+    const size_t bytes = product(shape) * sizeof(double);
+    auto source = std::make_shared<metatensor::MtsArray>(mtsarray_array<double>(shape, true));
+    auto destination = std::make_shared<metatensor::MtsArray>(mtsarray_zeros_array(CPU, dtype_of<double>(), shape));
+    auto copy_into = [source, destination] {
+        const mts_array_t to = raw(*destination);
+        const mts_array_t from = raw(*source);
+        check(mtsarray_copy_into(&to, &from));
+    };
+    copy_into();
+    if (std::memcmp(mtsarray_pointer(*destination), mtsarray_pointer(*source), bytes) != 0) {
+        throw std::runtime_error("thread split: copy_into gave other values");
+    }
+    auto host_source = std::make_shared<HostBuffer>(bytes);
+    auto host_destination = std::make_shared<HostBuffer>(bytes);
+    return {"copy_into", "f64 elements=1e6", bytes, 0.70, "memcpy", copy_into,
+            [bytes, host_source, host_destination](size_t threads) {
+                return parallel_memcpy(host_destination->get(), host_source->get(), bytes, threads);
+            }};
+}
+
 /// create of 10^6 float64 filled with a value.
 SplitOperation create_operation() {
     const std::vector<uintptr_t> shape = {125000, 8};
@@ -237,6 +263,7 @@ std::vector<Case> thread_split_cases(const Options& options) {
     const std::vector<size_t> counts = options.smoke() ? std::vector<size_t>{2} : THREAD_COUNTS;
     const std::vector<std::pair<std::string, std::function<SplitOperation()>>> operations = {
         {"copy f64 elements=1e6", copy_operation},
+        {"copy_into f64 elements=1e6", copy_into_operation},
         {"create f64 elements=1e6", create_operation},
         {"move_data f64 moves=1e4 props=32 in-order", move_data_operation},
         {"swap_axes f64 1000x1000 axes 0<->1", swap_axes_operation},
