@@ -122,6 +122,23 @@ template <typename Make> Case split_case(const Options& options, const std::stri
                 }};
 }
 
+/// An operation moving `bytes` into memory that exists, checked once:
+/// `call` must leave the `bytes` at `written` equal to those at `expected`.
+/// Its limit is memcpy of as many bytes between two host buffers.
+SplitOperation into_existing(const std::string& group, const std::string& name, size_t bytes,
+                             std::function<void()> call, const void* written, const void* expected) {
+    call();
+    if (std::memcmp(written, expected, bytes) != 0) {
+        throw std::runtime_error("thread split: " + group + " gave other values");
+    }
+    auto source = std::make_shared<HostBuffer>(bytes);
+    auto destination = std::make_shared<HostBuffer>(bytes);
+    return {group, name, bytes, 0.70, "memcpy", std::move(call),
+            [bytes, source, destination](size_t threads) {
+                return parallel_memcpy(destination->get(), source->get(), bytes, threads);
+            }};
+}
+
 /// copy of 10^6 float64: a new array, written on every thread.
 SplitOperation copy_operation() {
     const std::vector<uintptr_t> shape = {125000, 8};
@@ -160,16 +177,8 @@ SplitOperation copy_into_operation() {
         const mts_array_t from = raw(*source);
         check(mtsarray_copy_into(&to, &from));
     };
-    copy_into();
-    if (std::memcmp(mtsarray_pointer(*destination), mtsarray_pointer(*source), bytes) != 0) {
-        throw std::runtime_error("thread split: copy_into gave other values");
-    }
-    auto host_source = std::make_shared<HostBuffer>(bytes);
-    auto host_destination = std::make_shared<HostBuffer>(bytes);
-    return {"copy_into", "f64 elements=1e6", bytes, 0.70, "memcpy", copy_into,
-            [bytes, host_source, host_destination](size_t threads) {
-                return parallel_memcpy(host_destination->get(), host_source->get(), bytes, threads);
-            }};
+    return into_existing("copy_into", "f64 elements=1e6", bytes, copy_into, mtsarray_pointer(*destination),
+                         mtsarray_pointer(*source));
 }
 
 /// create of 10^6 float64 filled with a value.
@@ -214,16 +223,8 @@ SplitOperation move_data_operation() {
         auto in = raw(*input);
         check(out.move_data(out.ptr, in.ptr, movements->data(), movements->size()));
     };
-    move();
-    if (std::memcmp(mtsarray_pointer(*output), mtsarray_pointer(*input), bytes) != 0) {
-        throw std::runtime_error("thread split: move_data gave other values");
-    }
-    auto source = std::make_shared<HostBuffer>(bytes);
-    auto destination = std::make_shared<HostBuffer>(bytes);
-    return {"move_data", "f64 moves=1e4 props=32 in-order", bytes, 0.70, "memcpy", move,
-            [bytes, source, destination](size_t threads) {
-                return parallel_memcpy(destination->get(), source->get(), bytes, threads);
-            }};
+    return into_existing("move_data", "f64 moves=1e4 props=32 in-order", bytes, move, mtsarray_pointer(*output),
+                         mtsarray_pointer(*input));
 }
 
 /// swap_axes of a 1000x1000 float64 matrix (twice restores it).
