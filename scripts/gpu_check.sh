@@ -23,9 +23,9 @@
 #            names resolved on the GPU (the simulated-runtime suite with
 #            MTSARRAY_TEST_GPU=simulated, as ctest runs it);
 #         2. the CUDA rows of mtsarray-bench (--quick), alone on the GPU;
-#            Nsight Compute on one launch of the move_data kernel in each of
-#            the short-run rows (64 B, 256 B, mixed lengths), where ncu is
-#            there; then the CPU rows on the machine's cores (the GPU
+#            Nsight Compute on one launch of the move_data kernel in the
+#            64 B and the mixed-lengths rows, where ncu is there; then the
+#            CPU rows on the machine's cores (the GPU
 #            backend's planning and libmetatensor's operations on CPU arrays
 #            included);
 #         3. compute-sanitizer: memcheck on the stream tests, racecheck and
@@ -181,15 +181,16 @@ bench_rows() {  # FILTER LABEL SECONDS
 bench_rows cuda CUDA 300
 
 # Nsight Compute on the kernel where it is furthest from the copy's
-# bandwidth: one launch of move_data_device_table_kernel in each short-run
-# row (the benchmark with --calls 1 runs each of its operations once), with
+# bandwidth: one launch of move_data_device_table_kernel in the 64 B and the
+# mixed-lengths rows (the benchmark with --calls 1 runs each of its
+# operations once), with
 # the clocks left as they run (--clock-control none). Still alone on the GPU.
 # A profiler that can not read the counters here is reported, not a failure.
 NCU="$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)"
-NCU_ROWS=("segments=64 B" "segments=256 B" "mixed 8B..512B")
+NCU_ROWS=("segments=64 B" "mixed 8B..512B")
 profile_kernel() {  # ROW
     local row="$1" log="$OUT/ncu-${1//[^A-Za-z0-9]/_}.txt"
-    timeout 120 "$NCU" --clock-control none --kernel-name regex:move_data_device_table_kernel --launch-count 1 \
+    timeout 90 "$NCU" --clock-control none --kernel-name regex:move_data_device_table_kernel --launch-count 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
         --section SchedulerStats --section WarpStateStats \
         "$BUILD/bench/mtsarray-bench" --quick --calls 1 --filter "move_data cuda f64 $row" >"$log" 2>&1
