@@ -299,8 +299,10 @@ TEST(GpuMoveTableParts, TheBuildThatCopiesKeepsEveryMovementAndTheSamplesReached
                                                      parts, part_copy.data(), &part_reach);
             ASSERT_TRUE(result.valid);
             ASSERT_EQ(result.summary.entries, expected.summary.entries);
-            EXPECT_EQ(std::memcmp(storage.data(), expected.table.data(), expected.table.size() * sizeof(MoveTableEntry)),
-                      0);
+            // (no entry at all without a component: memcmp may not be given
+            // the null data of an empty vector)
+            EXPECT_TRUE(expected.table.empty() || std::memcmp(storage.data(), expected.table.data(),
+                                                              expected.table.size() * sizeof(MoveTableEntry)) == 0);
             EXPECT_TRUE(same_copy(part_copy));
             EXPECT_EQ(part_reach.input_samples, reach_expected.input_samples);
             EXPECT_EQ(part_reach.output_samples, reach_expected.output_samples);
