@@ -1024,12 +1024,6 @@ private:
         return devices_;
     }
 
-    /// The host work of a move_data: checks every movement of `plan` and
-    /// writes its table into `storage`, grouped by size class (when it
-    /// mixes classes), with the blocks of each class. A long plan is built
-    /// in parts on the host threads. Throws validate()'s error, naming the
-    /// first bad movement, when one is out of range (`what`: the operation,
-    /// for the message if validate() finds none).
     /// Where plan_move_table also stores each movement it reads, and the
     /// samples they reach (a reusable plan's copy); none when `copy` is null.
     struct MovementCopy {
@@ -1037,6 +1031,14 @@ private:
         SampleReach* reach = nullptr;
     };
 
+    /// The host work of a move_data: checks every movement of `plan` and
+    /// writes its table into `storage`, grouped by size class (when it
+    /// mixes classes), with the blocks of each class. A long plan is built
+    /// in parts on the host threads. Throws validate()'s error, naming the
+    /// first bad movement, when one is out of range (`what`: the operation,
+    /// for the message if validate() finds none). With `kept`, the plan's
+    /// copy of the movements and the samples they reach are made in the
+    /// same pass.
     void plan_move_table(const MovePlan& plan, MoveTableStorage<Runtime>& storage, MoveTableSummary& summary,
                          MoveLaunchClasses& classes, const char* what, MovementCopy kept = {}) const {
         const size_t threads = host_tasks_ != nullptr ? host_tasks_->threads() : 1;
