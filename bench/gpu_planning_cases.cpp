@@ -301,20 +301,15 @@ Row run_planning(const Options& options, const PlanningCase& c) {
     }
     std::vector<MoveTableEntry> floor_entries(count);
     // Where the time of a build in parts goes: its first round alone (each
-    // part checked and made into its own table, as build_move_table_in_parts
-    // runs it); the rest is the merge of the parts' counts and the second
-    // round, which places the parts in the table.
+    // part checked and made into its own table, into the part tables the
+    // backend's build on this thread uses); the rest is the merge of the
+    // parts' counts and the second round, which places the parts in the
+    // table.
     const auto& tasks = mtsarray::detail::cpu::pool_host_tasks();
     const size_t parts = mtsarray::detail::gpu::move_table_part_count(count, tasks.threads());
-    std::vector<mtsarray::detail::gpu::MoveTablePart> part_tables(parts);
     auto first_round = [&] {
-        const MovePlan plan = plan_of(c);
-        auto build_part = [&](size_t part) {
-            auto& own = part_tables[part];
-            own.valid = build_move_table(plan.slice(count * part / parts, count * (part + 1) / parts), own,
-                                         own.summary);
-        };
-        tasks.run_each(parts, tasks.threads(), build_part);
+        auto& part_tables = mtsarray::detail::gpu::move_table_parts(parts);
+        mtsarray::detail::gpu::build_move_table_parts(plan_of(c), part_tables, parts, tasks, tasks.threads());
         clobber(part_tables.data());
     };
     auto seconds = measure(options, {

@@ -81,6 +81,28 @@ inline std::vector<MoveTablePart>& move_table_parts(size_t count) {
     return parts;
 }
 
+/// The first round of build_move_table_in_parts: part p of `parts` (its
+/// slice of the movements) checked and made into tables[p], on `threads`
+/// threads of `tasks`; with a `copy`, each part also stores its movements
+/// there and gathers the samples they reach (build_move_table_copying).
+/// tables[p].valid says whether its movements are all valid.
+inline void build_move_table_parts(const MovePlan& plan, std::vector<MoveTablePart>& tables, size_t parts,
+                                   const HostTasks& tasks, size_t threads, mts_data_movement_t* copy = nullptr) {
+    const size_t count = plan.movements_count();
+    auto build_part = [&](size_t part) {
+        const size_t begin = count * part / parts;
+        const size_t end = count * (part + 1) / parts;
+        MoveTablePart& table = tables[part];
+        if (copy != nullptr) {
+            table.valid = build_move_table_copying(plan.slice(begin, end), table, table.summary, copy + begin,
+                                                   table.reach);
+        } else {
+            table.valid = build_move_table(plan.slice(begin, end), table, table.summary);
+        }
+    };
+    tasks.run_each(parts, threads, build_part);
+}
+
 /// Builds the table of `plan` into `storage` (the Storage of
 /// build_move_table) in `parts` parts on `threads` threads of `tasks`,
 /// sorted by class key, and gives its summary and the classes of its
@@ -97,19 +119,7 @@ bool build_move_table_in_parts(const MovePlan& plan, Storage& storage, MoveTable
                                const HostTasks& tasks, size_t threads, size_t parts,
                                mts_data_movement_t* copy = nullptr, SampleReach* reach = nullptr) {
     std::vector<MoveTablePart>& tables = move_table_parts(parts);
-    const size_t count = plan.movements_count();
-    auto build_part = [&](size_t part) {
-        const size_t begin = count * part / parts;
-        const size_t end = count * (part + 1) / parts;
-        MoveTablePart& table = tables[part];
-        if (copy != nullptr) {
-            table.valid = build_move_table_copying(plan.slice(begin, end), table, table.summary, copy + begin,
-                                                   table.reach);
-        } else {
-            table.valid = build_move_table(plan.slice(begin, end), table, table.summary);
-        }
-    };
-    tasks.run_each(parts, threads, build_part);
+    build_move_table_parts(plan, tables, parts, tasks, threads, copy);
 
     summary = MoveTableSummary{};
     SampleReach reached;
