@@ -38,6 +38,9 @@
 #       $MTSARRAY_GPU_CHECK_OUT (default <repo>/.gpu-check/out). Exits non-zero
 #       when a stage fails (a benchmark target missed is reported, not a
 #       failure). About 5 minutes on an H100.
+#       MTSARRAY_GPU_CHECK_STAGES: the stages to run, of "tests cuda ncu cpu
+#       sanitizers python" (default: all of them), for a lease too short for
+#       the whole check (e.g. "cuda ncu cpu": the figures alone).
 set -uo pipefail
 
 # shellcheck source=scripts/common.sh
@@ -47,6 +50,29 @@ CHECK_DIR="$REPO_ROOT/.gpu-check"
 PYTHON_VERSION="${MTSARRAY_GPU_PYTHON_VERSION:-3.12}"
 
 # ---- here: the bundle ---------------------------------------------------------------------
+# The wheels of the Python stage: mtsarray's for CUDA architectures $1, and
+# those of metatensor-core and metatensor-torch.
+pack_wheels() {
+    local architectures="$1" python venv="$CHECK_DIR/venv$PYTHON_VERSION" wheels="$CHECK_DIR/wheels"
+    python="$(command -v "python$PYTHON_VERSION" || ls -d "$HOME"/.pyenv/versions/"$PYTHON_VERSION"*/bin/python 2>/dev/null |
+        tail -n 1)"
+    [[ -n "$python" ]] || die "no Python $PYTHON_VERSION here for the wheel (pyenv install $PYTHON_VERSION)"
+    if [[ ! -x "$venv/bin/python" ]]; then
+        log "venv for the wheels: $venv ($python)"
+        "$python" -m venv "$venv"
+        "$venv/bin/python" -m pip install --quiet "metatensor-core==$METATENSOR_VERSION" numpy scikit-build-core nanobind
+    fi
+    # metatensor-core and its own requirement (numpy is there already), and
+    # metatensor-torch (PyTorch is on the GPU machine: its wheel is not carried)
+    "$venv/bin/python" -m pip download --quiet --no-deps --only-binary=:all: -d "$wheels" \
+        "metatensor-core==$METATENSOR_VERSION" ctypes-dlpack "metatensor-torch==$METATENSOR_TORCH_VERSION" ||
+        die "could not download the wheels of metatensor-core and metatensor-torch"
+    log "mtsarray wheel for Python $PYTHON_VERSION (CUDA $architectures)"
+    MTSARRAY_CUDA=ON "$venv/bin/python" -m pip wheel --quiet --no-build-isolation --no-deps -w "$wheels" \
+        -C "build-dir=$CHECK_DIR/python-build" -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$architectures" \
+        "$REPO_ROOT/python" || die "the wheel did not build"
+}
+
 pack() {
     local build="${1:-$REPO_ROOT/build}"
     build="$(cd "$build" && pwd)" || die "no build folder $1"
@@ -68,26 +94,14 @@ pack() {
         *) die "libmetatensor ($metatensor_lib) must be inside the repository" ;;
     esac
 
-    local python venv="$CHECK_DIR/venv$PYTHON_VERSION" wheels="$CHECK_DIR/wheels"
-    python="$(command -v "python$PYTHON_VERSION" || ls -d "$HOME"/.pyenv/versions/"$PYTHON_VERSION"*/bin/python 2>/dev/null |
-        tail -n 1)"
-    [[ -n "$python" ]] || die "no Python $PYTHON_VERSION here for the wheel (pyenv install $PYTHON_VERSION)"
+    local wheels="$CHECK_DIR/wheels"
     mkdir -p "$wheels"
-    if [[ ! -x "$venv/bin/python" ]]; then
-        log "venv for the wheels: $venv ($python)"
-        "$python" -m venv "$venv"
-        "$venv/bin/python" -m pip install --quiet "metatensor-core==$METATENSOR_VERSION" numpy scikit-build-core nanobind
-    fi
     rm -f "$wheels"/*.whl
-    # metatensor-core and its own requirement (numpy is there already), and
-    # metatensor-torch (PyTorch is on the GPU machine: its wheel is not carried)
-    "$venv/bin/python" -m pip download --quiet --no-deps --only-binary=:all: -d "$wheels" \
-        "metatensor-core==$METATENSOR_VERSION" ctypes-dlpack "metatensor-torch==$METATENSOR_TORCH_VERSION" ||
-        die "could not download the wheels of metatensor-core and metatensor-torch"
-    log "mtsarray wheel for Python $PYTHON_VERSION (CUDA $architectures)"
-    MTSARRAY_CUDA=ON "$venv/bin/python" -m pip wheel --quiet --no-build-isolation --no-deps -w "$wheels" \
-        -C "build-dir=$CHECK_DIR/python-build" -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$architectures" \
-        "$REPO_ROOT/python" || die "the wheel did not build"
+    if [[ -n "${MTSARRAY_GPU_CHECK_STAGES:-}" && " $MTSARRAY_GPU_CHECK_STAGES " != *" python "* ]]; then
+        log "no wheels: the stages packed for ($MTSARRAY_GPU_CHECK_STAGES) leave out the Python one"
+    else
+        pack_wheels "$architectures"
+    fi
 
     local -a files
     mapfile -t files < <(cd "$REPO_ROOT" && {
@@ -127,6 +141,17 @@ BUILD="$REPO_ROOT/$(cat "$CHECK_DIR/build-dir")"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 START=$SECONDS
 
+STAGES=" ${MTSARRAY_GPU_CHECK_STAGES:-tests cuda ncu cpu sanitizers python} "
+for stage in $STAGES; do
+    case "$stage" in
+        tests | cuda | ncu | cpu | sanitizers | python) ;;
+        *) die "unknown stage '$stage' in MTSARRAY_GPU_CHECK_STAGES (tests cuda ncu cpu sanitizers python)" ;;
+    esac
+done
+wanted() {  # STAGE: whether it runs
+    [[ "$STAGES" == *" $1 "* ]]
+}
+
 declare -A VERDICT=()
 ORDER=()
 verdict() {  # NAME TEXT
@@ -148,21 +173,23 @@ run_binary() {
 }
 export -f run_binary
 export OUT
-mapfile -t BINARIES < <(find "$BUILD/tests" -maxdepth 1 -type f -executable -name 'mtsarray-*-tests' | sort)
-log "1. ${#BINARIES[@]} test binaries, 4 at a time"
-printf '%s\n' "${BINARIES[@]}" | xargs -P 4 -I{} bash -c 'run_binary "$@"' _ {}
-for binary in "${BINARIES[@]}"; do
-    name="$(basename "$binary")"
-    rc="$(cat "$OUT/$name.log.rc")"
-    passed="$(sed -n 's/.*\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$OUT/$name.log" | tail -n 1)"
-    skipped="$(sed -n 's/.*\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$OUT/$name.log" | tail -n 1)"
-    text="passed ${passed:-0}, skipped ${skipped:-0}"
-    if [[ "$rc" != 0 ]]; then
-        text="FAILED (exit $rc): $text; failing: $(grep '^\[  FAILED  \]' "$OUT/$name.log" | grep -v 'listed below' |
-            sed 's/^\[  FAILED  \] //; s/, where GetParam.*//; s/ ([0-9]* ms)$//' | sort -u | tr '\n' ' ')"
-    fi
-    verdict "$name" "$text"
-done
+if wanted tests; then
+    mapfile -t BINARIES < <(find "$BUILD/tests" -maxdepth 1 -type f -executable -name 'mtsarray-*-tests' | sort)
+    log "1. ${#BINARIES[@]} test binaries, 4 at a time"
+    printf '%s\n' "${BINARIES[@]}" | xargs -P 4 -I{} bash -c 'run_binary "$@"' _ {}
+    for binary in "${BINARIES[@]}"; do
+        name="$(basename "$binary")"
+        rc="$(cat "$OUT/$name.log.rc")"
+        passed="$(sed -n 's/.*\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$OUT/$name.log" | tail -n 1)"
+        skipped="$(sed -n 's/.*\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$OUT/$name.log" | tail -n 1)"
+        text="passed ${passed:-0}, skipped ${skipped:-0}"
+        if [[ "$rc" != 0 ]]; then
+            text="FAILED (exit $rc): $text; failing: $(grep '^\[  FAILED  \]' "$OUT/$name.log" | grep -v 'listed below' |
+                sed 's/^\[  FAILED  \] //; s/, where GetParam.*//; s/ ([0-9]* ms)$//' | sort -u | tr '\n' ' ')"
+        fi
+        verdict "$name" "$text"
+    done
+fi
 
 # 2. the benchmark: its CUDA rows alone on the GPU (their timings), then the
 # host rows on the GPU machine's cores (the CPU operations at its thread
@@ -178,7 +205,9 @@ bench_rows() {  # FILTER LABEL SECONDS
         verdict "benchmark ($label rows)" "FAILED (exit $rc): see $(basename "$file").log"
     fi
 }
-bench_rows cuda CUDA 300
+if wanted cuda; then
+    bench_rows cuda CUDA 300
+fi
 
 # Nsight Compute on the kernel where it is furthest from the copy's
 # bandwidth: one launch of move_data_device_table_kernel in the 64 B and the
@@ -203,16 +232,20 @@ profile_kernel() {  # ROW
         verdict "ncu move_data kernel, $row" "not profiled (exit $rc): see $(basename "$log")"
     fi
 }
-if [[ -n "$NCU" ]]; then
-    log "2. ncu: the move_data kernel in ${#NCU_ROWS[@]} rows"
-    for row in "${NCU_ROWS[@]}"; do
-        profile_kernel "$row"
-    done
-else
-    verdict "ncu move_data kernel" "not profiled: ncu not found"
+if wanted ncu; then
+    if [[ -n "$NCU" ]]; then
+        log "2. ncu: the move_data kernel in ${#NCU_ROWS[@]} rows"
+        for row in "${NCU_ROWS[@]}"; do
+            profile_kernel "$row"
+        done
+    else
+        verdict "ncu move_data kernel" "not profiled: ncu not found"
+    fi
 fi
 
-bench_rows cpu CPU 260
+if wanted cpu; then
+    bench_rows cpu CPU 260
+fi
 
 # 3. compute-sanitizer on the cases that run on the GPU, beside the Python tests
 SANITIZER="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
@@ -236,7 +269,7 @@ sanitize() {  # TOOL BINARY FILTER
 }
 SANITIZED=("memcheck mtsarray-gpu-stream-tests *" "racecheck mtsarray-move-data-tests *cuda*"
     "synccheck mtsarray-move-data-tests *cuda*")
-if [[ -n "$SANITIZER" ]]; then
+if wanted sanitizers && [[ -n "$SANITIZER" ]]; then
     log "3. compute-sanitizer (${#SANITIZED[@]} runs) and the Python tests"
     for run in "${SANITIZED[@]}"; do
         read -r tool binary filter <<<"$run"
@@ -245,40 +278,44 @@ if [[ -n "$SANITIZER" ]]; then
 fi
 
 # 4. the Python package with the GPU frameworks there
-SITE="$CHECK_DIR/site-packages"
-rm -rf "$SITE"
-if python3 -m pip install --quiet --no-index --no-deps --target "$SITE" "$CHECK_DIR"/wheels/*.whl \
-    >"$OUT/python-install.log" 2>&1; then
-    frameworks="$(PYTHONPATH="$SITE" python3 -c '
-import importlib.util as u
-print(" ".join(m for m in ("torch", "cupy", "jax") if u.find_spec(m)))')"
-    (cd "$REPO_ROOT/python" && PYTHONPATH="$SITE" timeout 300 python3 -m pytest tests -rs -q -p no:cacheprovider) \
-        >"$OUT/pytest.log" 2>&1
-    rc=$?
-    summary="$(tail -n 1 "$OUT/pytest.log")"
-    if [[ $rc == 0 ]]; then
-        verdict "python tests" "$summary (with: $frameworks)"
+if wanted python; then
+    SITE="$CHECK_DIR/site-packages"
+    rm -rf "$SITE"
+    if python3 -m pip install --quiet --no-index --no-deps --target "$SITE" "$CHECK_DIR"/wheels/*.whl \
+        >"$OUT/python-install.log" 2>&1; then
+        frameworks="$(PYTHONPATH="$SITE" python3 -c '
+    import importlib.util as u
+    print(" ".join(m for m in ("torch", "cupy", "jax") if u.find_spec(m)))')"
+        (cd "$REPO_ROOT/python" && PYTHONPATH="$SITE" timeout 300 python3 -m pytest tests -rs -q -p no:cacheprovider) \
+            >"$OUT/pytest.log" 2>&1
+        rc=$?
+        summary="$(tail -n 1 "$OUT/pytest.log")"
+        if [[ $rc == 0 ]]; then
+            verdict "python tests" "$summary (with: $frameworks)"
+        else
+            verdict "python tests" "FAILED (exit $rc): $summary; failing: $(grep -E '^(FAILED|ERROR) ' "$OUT/pytest.log" |
+                cut -d' ' -f2 | tr '\n' ' ')"
+        fi
+        # libmetatensor's operations from Python: mtsarray on the GPU, NumPy
+        # (and metatensor-torch, where it is installed)
+        (cd "$REPO_ROOT" && PYTHONPATH="$SITE" timeout 200 python3 bench/tensormap_operations.py --rounds 3) \
+            >"$OUT/bench-tensormap-operations.log" 2>&1
+        rc=$?
+        if [[ $rc == 0 ]]; then
+            verdict "benchmark (tensormap_operations.py)" \
+                "ran; $(grep -E '^== targets:' "$OUT/bench-tensormap-operations.log" | tail -n 1 | sed 's/^== //')"
+        else
+            verdict "benchmark (tensormap_operations.py)" "FAILED (exit $rc): see bench-tensormap-operations.log"
+        fi
     else
-        verdict "python tests" "FAILED (exit $rc): $summary; failing: $(grep -E '^(FAILED|ERROR) ' "$OUT/pytest.log" |
-            cut -d' ' -f2 | tr '\n' ' ')"
+        verdict "python tests" "FAILED: the wheels did not install (python-install.log)"
     fi
-    # libmetatensor's operations from Python: mtsarray on the GPU, NumPy
-    # (and metatensor-torch, where it is installed)
-    (cd "$REPO_ROOT" && PYTHONPATH="$SITE" timeout 200 python3 bench/tensormap_operations.py --rounds 3) \
-        >"$OUT/bench-tensormap-operations.log" 2>&1
-    rc=$?
-    if [[ $rc == 0 ]]; then
-        verdict "benchmark (tensormap_operations.py)" \
-            "ran; $(grep -E '^== targets:' "$OUT/bench-tensormap-operations.log" | tail -n 1 | sed 's/^== //')"
-    else
-        verdict "benchmark (tensormap_operations.py)" "FAILED (exit $rc): see bench-tensormap-operations.log"
-    fi
-else
-    verdict "python tests" "FAILED: the wheels did not install (python-install.log)"
 fi
 
 wait  # the sanitizers
-if [[ -n "$SANITIZER" ]]; then
+if ! wanted sanitizers; then
+    :
+elif [[ -n "$SANITIZER" ]]; then
     for run in "${SANITIZED[@]}"; do
         read -r tool binary filter <<<"$run"
         verdict "compute-sanitizer $tool $binary" "$(cat "$OUT/sanitizer-$tool-$binary.log.verdict")"
@@ -293,6 +330,7 @@ for name in "${ORDER[@]}"; do
     printf '  %-44s %s\n' "$name" "${VERDICT[$name]}"
     printf '%s\t%s\n' "$name" "${VERDICT[$name]}" >>"$OUT/verdicts.tsv"
 done | tee "$OUT/verdicts.txt"
+touch "$OUT/verdicts.tsv"
 status=0
 grep -q "FAILED" "$OUT/verdicts.txt" && status=1
 cat "$OUT"/bench-*.log | grep -E ' MISS [^(]' | sed 's/^/  target missed: /' | cut -c1-200 || true
