@@ -80,7 +80,7 @@ bool spin_until(Done&& done, Clock::duration limit) {
 thread_local bool running_tasks = false;
 
 // One run_tasks call, on the caller's stack. The caller returns only once
-// every recruited pool thread has left the job's critical section.
+// the last recruited pool thread is done with it (last_left).
 struct Job {
     Job(size_t count, TaskBody task_body) : tasks(count), body(task_body) {}
 
@@ -101,10 +101,32 @@ struct Job {
         }
     }
 
+    /// A recruit is done: no lock unless it is the last one, which wakes
+    /// the caller (if it sleeps) and then says it has let go of the job.
+    /// Nothing here touches the job after `last_left` is set, or after a
+    /// decrement that leaves others to come.
+    void recruit_done() noexcept {
+        if (workers_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            {
+                std::lock_guard<std::mutex> lock(mutex);
+                finished.notify_one();
+            }
+            last_left.store(true, std::memory_order_release);
+        }
+    }
+
+    /// The caller takes back `count` recruits that never started.
+    void recruits_retracted(size_t count) noexcept {
+        if (workers_left.fetch_sub(count, std::memory_order_acq_rel) == count) {
+            last_left.store(true, std::memory_order_release);  // the others were all done
+        }
+    }
+
     const size_t tasks;
     const TaskBody body;
     std::atomic<size_t> next{0};
     std::atomic<size_t> workers_left{0};
+    std::atomic<bool> last_left{false};
     std::mutex mutex;
     std::condition_variable finished;
     std::exception_ptr error;  // guarded by mutex
@@ -158,12 +180,6 @@ public:
     }
 
     std::thread thread;
-    /// Callers that recruited this thread and may still call retract() on
-    /// it (guarded by the pool's mutex): the pool never stops and frees a
-    /// thread while one does, even once the thread is idle again (it puts
-    /// itself back on the idle list as soon as it is done, before the
-    /// caller has taken back its job from the others).
-    size_t recruiters = 0;
 
 private:
     std::mutex mutex_;
@@ -235,7 +251,6 @@ public:
             for (size_t i = 0; i < recruited; i++) {
                 recruits.push_back(idle_.back());
                 idle_.pop_back();
-                recruits.back()->recruiters += 1;
             }
             busy_ += recruited;
         }
@@ -259,16 +274,9 @@ public:
                 retracted++;
             }
         }
-        if (retracted != 0) {
-            std::lock_guard<std::mutex> lock(mutex_);
-            for (size_t i = 0; i < retracted; i++) {
-                idle_.push_back(recruits[i]);  // capacity reserved: no throw
-            }
-            busy_ -= retracted;
-        }
         const size_t participants = recruits.size() - retracted + 1;
         if (retracted != 0) {
-            job.workers_left.fetch_sub(retracted, std::memory_order_acq_rel);
+            job.recruits_retracted(retracted);
         }
         if (participants > 1) {
             auto workers_done = [&] { return job.workers_left.load(std::memory_order_acquire) == 0; };
@@ -276,16 +284,20 @@ public:
                 std::unique_lock<std::mutex> lock(job.mutex);
                 job.finished.wait(lock, workers_done);
             }
-            // the last pool thread may still be unlocking the job's mutex
-            std::lock_guard<std::mutex> lock(job.mutex);
+            // the last recruit may still be waking this thread
+            auto let_go = [&] { return job.last_left.load(std::memory_order_acquire); };
+            while (!spin_until(let_go, caller_wait)) {
+            }
         }
         {
-            // done with the recruits: from here on they may be stopped
+            // the recruits are idle again, all at once (one lock for the
+            // call, rather than one for each recruit as it finishes), and
+            // from here on they may be stopped
             std::lock_guard<std::mutex> lock(mutex_);
-            busy_ -= 1;
             for (Worker* worker : recruits) {
-                worker->recruiters -= 1;
+                idle_.push_back(worker);  // capacity reserved: no throw
             }
+            busy_ -= recruits.size() + 1;
         }
         if (job.error) {
             std::rethrow_exception(job.error);
@@ -302,12 +314,10 @@ public:
         std::vector<std::unique_ptr<Worker>> retired;
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            // idle threads that no caller may still call retract() on
+            // idle threads: no caller holds them (a caller puts its recruits
+            // back here only once it is done with them)
             for (size_t i = idle_.size(); i-- > 0 && workers_.size() > count;) {
                 Worker* worker = idle_[i];
-                if (worker->recruiters != 0) {
-                    continue;
-                }
                 idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
                 auto found = std::find_if(workers_.begin(), workers_.end(),
                                           [worker](const std::unique_ptr<Worker>& w) { return w.get() == worker; });
@@ -375,17 +385,8 @@ private:
         running_tasks = true;
         while (Job* job = worker.wait_for_job()) {
             job->run_available_tasks();
-            {
-                // idle again before the caller hears of it, so that its
-                // next call can recruit this thread
-                std::lock_guard<std::mutex> lock(mutex_);
-                busy_ -= 1;
-                idle_.push_back(&worker);  // capacity reserved: no throw
-            }
-            std::lock_guard<std::mutex> lock(job->mutex);
-            if (job->workers_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-                job->finished.notify_one();
-            }
+            // the caller puts this thread back on the idle list
+            job->recruit_done();
         }
     }
 
