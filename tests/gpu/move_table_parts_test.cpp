@@ -130,6 +130,25 @@ TEST(GpuMoveTableParts, OnlyLongListsOnSeveralThreadsAreSplit) {
     EXPECT_EQ(move_table_part_count(size_t(1) << 30, 1024), max_table_parts);
 }
 
+TEST(GpuMoveTableParts, EveryThreadGetsAsManyParts) {
+    // 10^5 movements hold 24 parts of the minimum: on 16 threads, 16 parts
+    // (one each), not 24 (two for half of the threads)
+    EXPECT_EQ(move_table_part_count(100000, 16), 16u);
+    EXPECT_EQ(move_table_part_count(100000, 8), 16u);
+    EXPECT_EQ(move_table_part_count(100000, 32), 24u) << "fewer parts than threads: one each at most";
+    for (size_t threads = 2; threads <= 64; threads++) {
+        for (size_t movements : {size_t(8192), size_t(20000), size_t(100000), size_t(1000000)}) {
+            const size_t parts = move_table_part_count(movements, threads);
+            SCOPED_TRACE(::testing::Message() << movements << " movements on " << threads << " threads");
+            EXPECT_LE(parts, max_table_parts);
+            EXPECT_GE(movements / parts, min_movements_per_table_part);
+            if (parts > threads) {
+                EXPECT_EQ(parts % threads, 0u) << parts << " parts";
+            }
+        }
+    }
+}
+
 TEST(GpuMoveTableParts, ScatteredMixedLengthsGiveTheTableOfOneThread) {
     std::mt19937_64 rng(3);
     const Layout layout = {{40000, 2, 24}, {40000, 2, 40}, 8};
