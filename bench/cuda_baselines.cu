@@ -59,7 +59,73 @@ template <typename Unit> void launch_with_unit(const DeviceSegmentList& segments
     BASELINE_CUDA(cudaGetLastError());
 }
 
+// Team of `units` lanes (a power of two <= 32) a segment, four segments a
+// team: all loads of a thread issued before its stores.
+__global__ void __launch_bounds__(THREADS_PER_BLOCK)
+    index_gather_kernel(const uint4* __restrict__ input, uint4* __restrict__ output, const uint2* __restrict__ list,
+                        size_t count, unsigned units) {
+    const size_t thread = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    const size_t team = thread / units;
+    const unsigned lane = static_cast<unsigned>(thread % units);
+    constexpr unsigned per_team = 4;
+    uint2 entries[per_team];
+    uint4 values[per_team];
+#pragma unroll
+    for (unsigned e = 0; e < per_team; e++) {
+        const size_t segment = team * per_team + e;
+        entries[e] = segment < count ? list[segment] : make_uint2(0, 0);
+    }
+#pragma unroll
+    for (unsigned e = 0; e < per_team; e++) {
+        if (team * per_team + e < count) {
+            values[e] = input[size_t(entries[e].x) + lane];
+        }
+    }
+#pragma unroll
+    for (unsigned e = 0; e < per_team; e++) {
+        if (team * per_team + e < count) {
+            output[size_t(entries[e].y) + lane] = values[e];
+        }
+    }
+}
+
 }  // namespace
+
+IndexGather::IndexGather(const void* input, void* output, const std::vector<const void*>& sources,
+                         const std::vector<void*>& destinations, const std::vector<size_t>& sizes)
+    : input_(input), output_(output), count_(sizes.size()) {
+    if (count_ == 0 || sizes[0] % 16 != 0 || sizes[0] > 512 || (sizes[0] & (sizes[0] - 1)) != 0) {
+        return;
+    }
+    std::vector<uint2> list(count_);
+    const auto* in = static_cast<const unsigned char*>(input);
+    const auto* out = static_cast<const unsigned char*>(output);
+    for (size_t i = 0; i < count_; i++) {
+        const auto source = static_cast<size_t>(static_cast<const unsigned char*>(sources[i]) - in);
+        const auto destination = static_cast<size_t>(static_cast<const unsigned char*>(destinations[i]) - out);
+        if (sizes[i] != sizes[0] || source % 16 != 0 || destination % 16 != 0 || (source >> 36) != 0 ||
+            (destination >> 36) != 0) {
+            return;  // not one length, or not a list of 32-bit unit indices
+        }
+        list[i] = make_uint2(static_cast<unsigned>(source / 16), static_cast<unsigned>(destination / 16));
+    }
+    units_ = static_cast<unsigned>(sizes[0] / 16);
+    BASELINE_CUDA(cudaMalloc(&list_, count_ * sizeof(uint2)));
+    BASELINE_CUDA(cudaMemcpy(list_, list.data(), count_ * sizeof(uint2), cudaMemcpyHostToDevice));
+}
+
+IndexGather::~IndexGather() {
+    cudaFree(list_);
+}
+
+void IndexGather::launch(cudaStream_t stream) const {
+    const size_t threads = (count_ + 3) / 4 * units_;
+    const auto blocks = static_cast<unsigned>((threads + THREADS_PER_BLOCK - 1) / THREADS_PER_BLOCK);
+    index_gather_kernel<<<blocks, THREADS_PER_BLOCK, 0, stream>>>(static_cast<const uint4*>(input_),
+                                                                  static_cast<uint4*>(output_),
+                                                                  static_cast<const uint2*>(list_), count_, units_);
+    BASELINE_CUDA(cudaGetLastError());
+}
 
 DeviceSegmentList::DeviceSegmentList(const std::vector<const void*>& sources, const std::vector<void*>& destinations,
                                      const std::vector<size_t>& sizes)

@@ -1,5 +1,5 @@
 #pragma once
-// Two batched-copy kernels that the CUDA move_data rows compare mtsarray's
+// The batched-copy kernels that the CUDA move_data rows compare mtsarray's
 // kernel with (kernel-only, on a segment list already in device memory):
 //  - cub::DeviceMemcpy::Batched, from the CCCL that ships with the toolkit
 //    (CUDA builds only: HIP has no CUB here, which is why src/gpu does not
@@ -7,7 +7,14 @@
 //  - a plain warp-per-segment kernel: warp w copies segment w with the
 //    widest loads (up to 16 bytes) that every pointer and size allows,
 //    lanes on consecutive units.
-// Both copy exactly the segments the user would hand to cudaMemcpyAsync one
+//  - on segments of one length (a power of two, 16 to 512 bytes, 16-byte
+//    aligned), an index gather: the least a gather with a list must do,
+//    an 8-byte list (two 32-bit unit indices a segment), the length a
+//    constant of the launch, teams of lanes on consecutive 16-byte units
+//    and four segments a team (mtsarray's shape for such segments). It
+//    bounds what any kernel moving a list of scattered segments can reach
+//    on the card, as D2D bounds a contiguous copy.
+// All copy exactly the segments the user would hand to cudaMemcpyAsync one
 // by one (cuda_cases.cpp: segments_of).
 
 #include <cstddef>
@@ -71,6 +78,28 @@ private:
 
 /// Queues the warp-per-segment kernel over `segments` on `stream`.
 void launch_warp_per_segment(const DeviceSegmentList& segments, cudaStream_t stream);
+
+/// The index gather of `segments` (host pointers into the arrays at
+/// `input` and `output`), when they all have one length it takes
+/// (possible()); its list is uploaded at construction.
+class IndexGather {
+public:
+    IndexGather(const void* input, void* output, const std::vector<const void*>& sources,
+                const std::vector<void*>& destinations, const std::vector<size_t>& sizes);
+    ~IndexGather();
+    IndexGather(const IndexGather&) = delete;
+    IndexGather& operator=(const IndexGather&) = delete;
+
+    bool possible() const { return list_ != nullptr; }
+    void launch(cudaStream_t stream) const;
+
+private:
+    const void* input_;
+    void* output_;
+    void* list_ = nullptr;  // uint2 {source unit, destination unit} a segment
+    size_t count_ = 0;
+    unsigned units_ = 0;  // 16-byte units a segment
+};
 
 /// cub::DeviceMemcpy::Batched over `segments`, its temporary storage sized
 /// and allocated once (set-up), so that `launch` queues only the copy.

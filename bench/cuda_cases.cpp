@@ -534,6 +534,8 @@ template <typename T> Row run_move_data(const Options& options, const GpuMoveCas
     }
     const DeviceSegmentList segment_list(kernel_sources, kernel_destinations, kernel_sizes);
     const CubBatchedMemcpy cub_batched(segment_list);
+    const IndexGather index_gather(input_data, baseline_data, kernel_sources, kernel_destinations, kernel_sizes);
+    auto gather_kernel = [&] { index_gather.launch(t.stream); };
     auto warp_kernel = [&] { launch_warp_per_segment(segment_list, t.stream); };
     const PreparedMoveKernel prepared(c.output_shape, c.input_shape, sizeof(T), c.movements);
     auto prepared_kernel = [&] { prepared.launch(baseline_data, input_data, t.stream); };
@@ -571,6 +573,7 @@ template <typename T> Row run_move_data(const Options& options, const GpuMoveCas
     const bool with_2d = plan_2d.possible && verified("cudaMemcpy2DAsync", copy_2d, baseline_data);
     const bool with_warp = verified("warp-per-segment kernel", warp_kernel, baseline_data);
     const bool with_cub = verified("cub::DeviceMemcpy::Batched", cub_kernel, baseline_data);
+    const bool with_gather = index_gather.possible() && verified("index gather", gather_kernel, baseline_data);
 #if CUDART_VERSION >= 12080
     const bool with_batch = segments.size() > 1 && verified("cudaMemcpyBatchAsync", batch, baseline_data);
 #else
@@ -592,6 +595,7 @@ template <typename T> Row run_move_data(const Options& options, const GpuMoveCas
     const size_t kernel_index = add(true, t.gated_device_time(prepared_kernel));
     const size_t warp_index = add(with_warp, t.gated_device_time(warp_kernel));
     const size_t cub_index = add(with_cub, t.gated_device_time(cub_kernel));
+    const size_t gather_index = add(with_gather, t.gated_device_time(gather_kernel));
     const size_t per_segment_index = add(with_per_segment, t.end_to_end(per_segment));
     const size_t copy_2d_index = add(with_2d, t.end_to_end(copy_2d));
 #if CUDART_VERSION >= 12080
@@ -644,7 +648,8 @@ template <typename T> Row run_move_data(const Options& options, const GpuMoveCas
                         {"memcpy_batch_seconds", at(batch_index)},
                         {"memcpy_2d_seconds", at(copy_2d_index)},
                         {"warp_per_segment_kernel_seconds", at(warp_index)},
-                        {"cub_batched_kernel_seconds", at(cub_index)}};
+                        {"cub_batched_kernel_seconds", at(cub_index)},
+                        {"index_gather_kernel_seconds", at(gather_index)}};
 
     if (c.target == MoveTarget::segment_bandwidth) {
         const double goal = static_cast<double>(longest) >= KIB       ? SEGMENT_TARGET_LONG
@@ -677,6 +682,11 @@ template <typename T> Row run_move_data(const Options& options, const GpuMoveCas
     if (with_cub) {
         row.note += "; CUB batched kernel " + format_seconds(at(cub_index)) + " = " +
                     percent(limit_seconds / at(cub_index));
+    }
+    if (with_gather) {
+        row.note += "; index gather (8 B a segment) " + format_seconds(at(gather_index)) + " = " +
+                    percent(limit_seconds / at(gather_index)) + ", mtsarray at " +
+                    percent(at(gather_index) / kernel_seconds) + " of its speed";
     }
     if (with_batch && row.baseline_name != "cudaMemcpyBatchAsync") {
         row.note += "; batch " + versus(at(batch_index), row.seconds);
