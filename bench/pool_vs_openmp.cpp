@@ -1,6 +1,11 @@
 // mtsarray-pool-vs-openmp: the measurements behind the choice of a
 // persistent pool of our own (src/cpu/thread_pool) over the OpenMP runtime
-// for host threads. The same work, a memcpy cut in one piece per thread, is
+// for host threads. First the pool alone:
+//   0. fork and join: one task of 5 us per thread on 2, 4, 8, ... threads,
+//      called back to back (the threads still spinning) and after an idle
+//      gap (asleep): the call's time and when the last recruited thread
+//      started its task (its wake-up).
+// Then the same work, a memcpy cut in one piece per thread, is
 // run on mtsarray's pool and in an OpenMP parallel region with as many
 // threads (mtsarray_get_num_threads), next to one thread:
 //   1. one caller, sizes from 64 KiB to 24 MiB: the cost of waking and
@@ -124,6 +129,39 @@ std::string format_time(double seconds) {
     return text;
 }
 
+double median(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    return values[values.size() / 2];
+}
+
+void fork_join_rows(size_t most_threads) {
+    std::printf("\n0. fork and join: one 5 us task per thread, median of 200 calls: the call / the last task's start\n");
+    std::printf("%8s %24s %24s %24s\n", "threads", "back to back", "after 100 us idle", "after 2 ms idle");
+    for (size_t threads = 2; threads <= most_threads; threads *= 2) {
+        std::printf("%8zu", threads);
+        for (int gap : {0, 100, 2000}) {
+            std::vector<double> calls;
+            std::vector<double> last_starts;
+            std::vector<double> starts(threads);
+            for (int call = 0; call < 200; call++) {
+                std::this_thread::sleep_for(std::chrono::microseconds(gap));
+                const auto start = Clock::now();
+                auto task = [&](size_t index) {
+                    starts[index] = seconds_since(start);
+                    const auto until = Clock::now() + std::chrono::microseconds(5);
+                    while (Clock::now() < until) {
+                    }
+                };
+                cpu::run_tasks(threads, threads, cpu::TaskBody(task));
+                calls.push_back(seconds_since(start));
+                last_starts.push_back(*std::max_element(starts.begin(), starts.end()));
+            }
+            std::printf(" %11s / %10s", format_time(median(calls)).c_str(), format_time(median(last_starts)).c_str());
+        }
+        std::printf("\n");
+    }
+}
+
 }  // namespace
 
 int main() {
@@ -131,6 +169,8 @@ int main() {
     std::printf("mtsarray-pool-vs-openmp: %zu threads (mtsarray_get_num_threads), OpenMP %d, %u CPUs\n", threads,
                 _OPENMP, std::thread::hardware_concurrency());
     std::printf("work: memcpy cut in %zu equal pieces, one per thread\n", threads);
+
+    fork_join_rows(threads);
 
     // The pool is measured before the process ever enters an OpenMP region:
     // OpenMP's threads keep spinning after a region (part 4), and would take

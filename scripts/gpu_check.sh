@@ -27,7 +27,8 @@
 #            64 B and the mixed-lengths rows, where ncu is there; then the
 #            CPU rows on the machine's cores (the GPU
 #            backend's planning and libmetatensor's operations on CPU arrays
-#            included);
+#            included) and mtsarray-pool-vs-openmp (the thread pool's fork,
+#            join and wake-up);
 #         3. compute-sanitizer: memcheck on the stream tests, racecheck and
 #            synccheck on the move_data cases, beside
 #         4. the Python package's tests with PyTorch, CuPy and JAX (those
@@ -107,6 +108,7 @@ pack() {
     mapfile -t files < <(cd "$REPO_ROOT" && {
         find "${build#"$REPO_ROOT"/}/tests" -maxdepth 1 -type f -executable -name 'mtsarray-*-tests'
         echo "${build#"$REPO_ROOT"/}/bench/mtsarray-bench"
+        find "${build#"$REPO_ROOT"/}/bench" -maxdepth 1 -type f -executable -name 'mtsarray-pool-vs-openmp'
         find "${build#"$REPO_ROOT"/}/src" -maxdepth 1 -name 'libmtsarray.so*'
         echo "${metatensor_lib#"$REPO_ROOT"/}"
         echo ".gpu-check/wheels"
@@ -245,6 +247,14 @@ fi
 
 if wanted cpu; then
     bench_rows cpu CPU 260
+    # the host thread pool's fork, join and wake-up on the machine's cores
+    if [[ -x "$BUILD/bench/mtsarray-pool-vs-openmp" ]]; then
+        if timeout 90 "$BUILD/bench/mtsarray-pool-vs-openmp" >"$OUT/pool-vs-openmp.log" 2>&1; then
+            verdict "thread pool (mtsarray-pool-vs-openmp)" "ran; see pool-vs-openmp.log"
+        else
+            verdict "thread pool (mtsarray-pool-vs-openmp)" "FAILED: see pool-vs-openmp.log"
+        fi
+    fi
 fi
 
 # 3. compute-sanitizer on the cases that run on the GPU, beside the Python tests
