@@ -311,6 +311,9 @@ NB_MODULE(_mtsarray, m) {
           "mtsarray_tensormap_to on the mts_tensormap_t at ``address``: the address of the new one.");
     m.def("_borrow", &mtsarray_python::borrow, "address"_a, "owner"_a,
           "A view of the mts_array_t struct at ``address``, keeping ``owner`` alive.");
+    m.def("_from_dlpack_into", &mtsarray_python::from_dlpack_into, "x"_a.none(), "address"_a, "stream"_a = nb::none(),
+          "from_dlpack(x, stream=stream) written to the mts_array_t struct at ``address``, which owns it from "
+          "then on (for mts_block and mts_labels, which take ownership).");
     m.def("_time_move_data",
           [](Array& output, const Array& input, nb::handle movements, int64_t iterations) {
               return output.time_move_data(input, movements, iterations);
