@@ -20,6 +20,12 @@ METATENSOR_VERSION="0.2.6"
 # metatensor-torch of the same metatensor-core series, with builds for PyTorch 2.3 to 2.14
 # (the GPU check's reference on the GPU: scripts/gpu_check.sh)
 METATENSOR_TORCH_VERSION="0.10.8"
+# metatensor-operations: 0.5.x is the series for metatensor-core 0.2.x (pure
+# Python; python/tests run it on bridged TensorMaps, here and on the GPU)
+METATENSOR_OPERATIONS_VERSION="0.5.0"
+# mpi4py, built from source against the system's MPI (Debian's Open MPI) for
+# examples/python/mpi_halo.py; pip keeps the wheel it builds in its cache
+MPI4PY_VERSION="4.1.2"
 
 log() {
     printf '\n\033[1m==> %s\033[0m\n' "$*"
