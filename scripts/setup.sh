@@ -49,18 +49,7 @@ install_system_packages() {
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# What the venv holds (pip requirement strings): python/pyproject.toml's
-# build requirements and dependencies, pytest, and metatensor-operations for
-# the tests of the bridged TensorMaps.
-PYTHON_PACKAGES=(
-    "metatensor-core==$METATENSOR_VERSION"
-    "metatensor-operations==$METATENSOR_OPERATIONS_VERSION"
-    "numpy>=2.1"
-    "scikit-build-core>=1.0"
-    "nanobind>=2.4"
-    "pytest"
-)
-
+# The venv holds PYTHON_PACKAGES (common.sh).
 venv_is_ready() {
     [[ -x "$VENV_PYTHON" ]] && "$VENV_PYTHON" - "$METATENSOR_VERSION" <<'EOF' >/dev/null 2>&1
 import sys
