@@ -331,7 +331,7 @@ def test_torch_cuda_views_share_the_mtsarray_memory():
 
 
 @needs_torch_cuda
-def test_torch_views_are_ordered_after_the_pending_work():
+def test_torch_cuda_views_are_ordered_after_the_pending_work():
     # the map works on its own stream, busy behind a slow kernel; the bridge
     # returns at once and PyTorch, on another stream, reads the new values
     work = torch.cuda.Stream()
