@@ -140,7 +140,11 @@ is C-contiguous and writable; otherwise it is copied on the same device.
     default too. Host memory has no streams: for a producer on the CPU (or
     pinned memory) only ``None`` and ``-1`` are valid, checked before the
     producer is asked, which is asked without a stream.
-:raises TypeError: ``x`` does not speak DLPack.
+:raises TypeError: ``x`` does not speak DLPack, its ``__dlpack_device__()``
+    is not a pair of integers, or a stream object is given for a producer
+    without ``__dlpack_device__``.
+:raises ValueError: the device type or id of ``__dlpack_device__()`` is out
+    of DLPack's range (a device id is an int32).
 :raises mtsarray.Error: mtsarray can not hold the data (dtype, device), a
     stream that is not one of the producer's device.)";
 

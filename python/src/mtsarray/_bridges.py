@@ -17,10 +17,10 @@ from metatensor._c_api import c_uintptr_t, mts_array_t, mts_labels_t
 from metatensor._c_lib import _get_library
 from metatensor._data import data_origin, data_origin_name
 
-from ._mtsarray import MtsArray, _borrow, _from_dlpack_into
+from ._mtsarray import DLDeviceType, MtsArray, _borrow, _from_dlpack_into
 
 _ARRAYS = ("numpy", "torch", "mtsarray")
-# memory NumPy reads: what the host computes on (DLPack device types)
+# the memory NumPy reads (MtsArray.device names): what the host computes on
 _HOST_MEMORY = ("cpu", "cuda_host", "cuda_managed", "rocm_host")
 
 
@@ -124,8 +124,8 @@ def to_metatensor_torch(tensor: metatensor.TensorMap) -> Any:
 # ---- mtsarray -> NumPy / PyTorch ------------------------------------------------
 
 def _blocks_of(tensor):
-    """(key index, block) for every block, and ("gradient", ...) for their
-    gradients: each with a description for errors."""
+    """(where, block) for every block and every gradient block, `where`
+    saying which it is in errors."""
     for index, block in enumerate(tensor.blocks()):
         yield f"the values of block {index}", block
         for parameter in block.gradients_list():
@@ -164,7 +164,7 @@ def _torch_device(tensor):
         return "cpu"
     device_type, device_id = _borrow(ctypes.addressof(raw), tensor.keys).__dlpack_device__()
     # PyTorch calls ROCm devices "cuda" too; host memory is its CPU
-    return f"cuda:{device_id}" if device_type in (2, 10) else "cpu"
+    return f"cuda:{device_id}" if device_type in (DLDeviceType.kDLCUDA, DLDeviceType.kDLROCM) else "cpu"
 
 
 def _rebuild(tensor, convert, make_labels, tensor_map, tensor_block):
