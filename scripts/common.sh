@@ -10,6 +10,8 @@
 #                                 (default: "80-real;90-real;90-virtual")
 #   MTSARRAY_HIP                  auto | ON | OFF (default: auto, see test.sh)
 #   MTSARRAY_VENV                 Python virtual environment (default: <repo>/.venv)
+#   MTSARRAY_EXTRA_PYTHONS        other Python versions test.sh builds and tests the package on
+#                                 (default: "3.13"; "" for none)
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${MTSARRAY_BUILD_DIR:-$REPO_ROOT/build}"
@@ -20,6 +22,25 @@ METATENSOR_VERSION="0.2.6"
 # metatensor-torch of the same metatensor-core series, with builds for PyTorch 2.3 to 2.14
 # (the GPU check's reference on the GPU: scripts/gpu_check.sh)
 METATENSOR_TORCH_VERSION="0.10.8"
+# metatensor-operations: 0.5.x is the series for metatensor-core 0.2.x (pure
+# Python; python/tests run it on bridged TensorMaps, here and on the GPU)
+METATENSOR_OPERATIONS_VERSION="0.5.0"
+# mpi4py, built from source against the system's MPI (Debian's Open MPI) for
+# examples/python/mpi_halo.py; pip keeps the wheel it builds in its cache
+MPI4PY_VERSION="4.1.2"
+
+# What a Python environment for the package holds (pip requirement
+# strings): python/pyproject.toml's build requirements and dependencies,
+# pytest, and metatensor-operations for the tests of the bridged TensorMaps.
+# The venv of setup.sh, and those of the other Pythons test.sh runs.
+PYTHON_PACKAGES=(
+    "metatensor-core==$METATENSOR_VERSION"
+    "metatensor-operations==$METATENSOR_OPERATIONS_VERSION"
+    "numpy>=2.1"
+    "scikit-build-core>=1.0"
+    "nanobind>=2.4"
+    "pytest"
+)
 
 log() {
     printf '\n\033[1m==> %s\033[0m\n' "$*"
@@ -33,6 +54,20 @@ die() {
 # The CMake package folder of metatensor-core inside the venv.
 metatensor_cmake_prefix() {
     "$VENV_PYTHON" -c "import metatensor; print(metatensor.utils.cmake_prefix_path)"
+}
+
+# find_python VERSION: a Python of that version ("3.13"), from pyenv's
+# versions first, then PATH; nothing when there is none.
+find_python() {
+    local version="$1" candidate
+    for candidate in "$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$version".*/bin/python 2>/dev/null |
+        sort -V | tail -n 1)" "$(command -v "python$version" 2>/dev/null || true)"; do
+        if [[ -n "$candidate" ]] && "$candidate" -c \
+            "import sys; sys.exit(sys.version_info[:2] != tuple(map(int, '$version'.split('.'))))" 2>/dev/null; then
+            echo "$candidate"
+            return
+        fi
+    done
 }
 
 # Path of nvcc, or nothing: PATH first, then the usual CUDA install folders.

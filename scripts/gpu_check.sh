@@ -10,7 +10,8 @@
 #       libmtsarray, libmetatensor where the build looks for it, and the
 #       wheels of the Python package (CUDA), of metatensor-core and of
 #       metatensor-torch (pure Python over libraries for each PyTorch release:
-#       it loads the one of the machine's PyTorch) for Python
+#       it loads the one of the machine's PyTorch) and of metatensor-operations
+#       for Python
 #       $MTSARRAY_GPU_PYTHON_VERSION (default 3.12; the wheel for the build's
 #       CUDA architectures, or $MTSARRAY_CUDA_ARCHITECTURES) -- paths relative
 #       to the repository, which must sit at the same absolute path on the
@@ -32,7 +33,9 @@
 #         3. compute-sanitizer: memcheck on the stream tests, racecheck and
 #            synccheck on the move_data cases, beside
 #         4. the Python package's tests with PyTorch, CuPy and JAX (those
-#            importable there), and bench/tensormap_operations.py (against
+#            importable there), the TensorMap bridges to PyTorch and
+#            metatensor-torch on the GPU again on their own (no case may
+#            skip), and bench/tensormap_operations.py (against
 #            metatensor-torch on the same GPU when PyTorch is there).
 #       Ends with one verdict per binary and stage, naming every failing
 #       test, and writes the logs and a JSON summary to
@@ -55,19 +58,20 @@ PYTHON_VERSION="${MTSARRAY_GPU_PYTHON_VERSION:-3.12}"
 # those of metatensor-core and metatensor-torch.
 pack_wheels() {
     local architectures="$1" python venv="$CHECK_DIR/venv$PYTHON_VERSION" wheels="$CHECK_DIR/wheels"
-    python="$(command -v "python$PYTHON_VERSION" || ls -d "$HOME"/.pyenv/versions/"$PYTHON_VERSION"*/bin/python 2>/dev/null |
-        tail -n 1)"
+    python="$(find_python "$PYTHON_VERSION")"
     [[ -n "$python" ]] || die "no Python $PYTHON_VERSION here for the wheel (pyenv install $PYTHON_VERSION)"
     if [[ ! -x "$venv/bin/python" ]]; then
         log "venv for the wheels: $venv ($python)"
         "$python" -m venv "$venv"
         "$venv/bin/python" -m pip install --quiet "metatensor-core==$METATENSOR_VERSION" numpy scikit-build-core nanobind
     fi
-    # metatensor-core and its own requirement (numpy is there already), and
-    # metatensor-torch (PyTorch is on the GPU machine: its wheel is not carried)
+    # metatensor-core and its own requirement (numpy is there already),
+    # metatensor-torch (PyTorch is on the GPU machine: its wheel is not
+    # carried) and metatensor-operations (pure Python), for the bridges' tests
     "$venv/bin/python" -m pip download --quiet --no-deps --only-binary=:all: -d "$wheels" \
-        "metatensor-core==$METATENSOR_VERSION" ctypes-dlpack "metatensor-torch==$METATENSOR_TORCH_VERSION" ||
-        die "could not download the wheels of metatensor-core and metatensor-torch"
+        "metatensor-core==$METATENSOR_VERSION" ctypes-dlpack "metatensor-torch==$METATENSOR_TORCH_VERSION" \
+        "metatensor-operations==$METATENSOR_OPERATIONS_VERSION" ||
+        die "could not download the wheels of metatensor-core, metatensor-torch and metatensor-operations"
     log "mtsarray wheel for Python $PYTHON_VERSION (CUDA $architectures)"
     MTSARRAY_CUDA=ON "$venv/bin/python" -m pip wheel --quiet --no-build-isolation --no-deps -w "$wheels" \
         -C "build-dir=$CHECK_DIR/python-build" -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$architectures" \
@@ -294,8 +298,8 @@ if wanted python; then
     if python3 -m pip install --quiet --no-index --no-deps --target "$SITE" "$CHECK_DIR"/wheels/*.whl \
         >"$OUT/python-install.log" 2>&1; then
         frameworks="$(PYTHONPATH="$SITE" python3 -c '
-    import importlib.util as u
-    print(" ".join(m for m in ("torch", "cupy", "jax") if u.find_spec(m)))')"
+import importlib.util as u
+print(" ".join(m for m in ("torch", "cupy", "jax") if u.find_spec(m)))')"
         (cd "$REPO_ROOT/python" && PYTHONPATH="$SITE" timeout 300 python3 -m pytest tests -rs -q -p no:cacheprovider) \
             >"$OUT/pytest.log" 2>&1
         rc=$?
@@ -305,6 +309,18 @@ if wanted python; then
         else
             verdict "python tests" "FAILED (exit $rc): $summary; failing: $(grep -E '^(FAILED|ERROR) ' "$OUT/pytest.log" |
                 cut -d' ' -f2 | tr '\n' ' ')"
+        fi
+        # the bridges to PyTorch and metatensor-torch on the GPU, again on their
+        # own: every case must run here (a skip means torch, metatensor-torch or
+        # the CUDA backend could not be used, which the whole run would hide)
+        (cd "$REPO_ROOT/python" && PYTHONPATH="$SITE" timeout 120 python3 -m pytest tests/test_bridges.py -rs -q \
+            -p no:cacheprovider -k "cuda or metatensor_torch_bridge") >"$OUT/pytest-bridges.log" 2>&1
+        rc=$?
+        summary="$(tail -n 1 "$OUT/pytest-bridges.log")"
+        if [[ $rc == 0 && "$summary" != *skipped* ]]; then
+            verdict "python bridges (torch, metatensor-torch)" "$summary"
+        else
+            verdict "python bridges (torch, metatensor-torch)" "FAILED (exit $rc): $summary; see pytest-bridges.log"
         fi
         # libmetatensor's operations from Python: mtsarray on the GPU, NumPy
         # (and metatensor-torch, where it is installed)

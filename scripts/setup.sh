@@ -49,27 +49,33 @@ install_system_packages() {
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# What the venv holds (pip requirement strings): python/pyproject.toml's
-# build requirements and dependencies, and pytest.
-PYTHON_PACKAGES=(
-    "metatensor-core==$METATENSOR_VERSION"
-    "numpy>=2.1"
-    "scikit-build-core>=1.0"
-    "nanobind>=2.4"
-    "pytest"
-)
-
+# The venv holds PYTHON_PACKAGES (common.sh).
 venv_is_ready() {
     [[ -x "$VENV_PYTHON" ]] && "$VENV_PYTHON" - "$METATENSOR_VERSION" <<'EOF' >/dev/null 2>&1
 import sys
 from importlib.metadata import version
-import metatensor, numpy, nanobind, pytest, scikit_build_core  # noqa: F401
+import metatensor, metatensor.operations, numpy, nanobind, pytest, scikit_build_core  # noqa: F401
 # NumPy >= 2.1: DLPack max_version and the read-only flag (python/tests)
 numpy_ok = tuple(int(part) for part in numpy.__version__.split(".")[:2]) >= (2, 1)
 # scikit-build-core >= 1.0: sdist.force-include (python/pyproject.toml)
 skbuild_ok = int(version("scikit-build-core").split(".")[0]) >= 1
 sys.exit(0 if version("metatensor-core") == sys.argv[1] and numpy_ok and skbuild_ok else 1)
 EOF
+}
+
+# mpi4py for examples/python/mpi_halo.py, compiled against the MPI whose
+# mpicc is on PATH (Debian's Open MPI), never a wheel built for another MPI.
+install_mpi4py() {
+    if "$VENV_PYTHON" -c "import mpi4py, sys; sys.exit(mpi4py.__version__ != '$MPI4PY_VERSION')" >/dev/null 2>&1; then
+        log "mpi4py $MPI4PY_VERSION: already installed"
+        return
+    fi
+    if ! command -v mpicc >/dev/null 2>&1; then
+        log "mpicc not found: mpi4py not installed (the tests of examples/python/mpi_halo.py will be skipped)"
+        return
+    fi
+    log "pip install mpi4py==$MPI4PY_VERSION (built against $(command -v mpicc))"
+    "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check --no-binary=mpi4py "mpi4py==$MPI4PY_VERSION"
 }
 
 create_venv() {
@@ -113,4 +119,5 @@ report() {
 
 install_system_packages
 create_venv
+install_mpi4py
 report

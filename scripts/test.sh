@@ -28,14 +28,52 @@ test_python_package() {
     fi
     log "pip install ./python (MTSARRAY_CUDA=${MTSARRAY_CUDA:-auto}, build folder $BUILD_DIR/python-package)"
     # the build requirements and the dependencies are setup.sh's
-    "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps \
-        "${config[@]}" "$REPO_ROOT/python"
+    CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check \
+        --no-build-isolation --no-deps "${config[@]}" "$REPO_ROOT/python"
     log "pytest python/tests"
-    # under CI a missing requirement fails the tests instead of skipping them
+    run_python_tests "$VENV_PYTHON"
+}
+
+# run_python_tests PYTHON [pytest arguments...]: python/tests against the
+# package installed for PYTHON. Under CI a missing requirement fails the
+# tests instead of skipping them.
+run_python_tests() {
+    local python="$1"
+    shift
     if [[ "${CI:-}" == true ]]; then
         export MTSARRAY_PYTHON_TESTS_REQUIRED=1
     fi
-    (cd "$REPO_ROOT/python" && "$VENV_PYTHON" -m pytest tests -rs -p no:cacheprovider)
+    (cd "$REPO_ROOT/python" && "$python" -m pytest tests -rs -p no:cacheprovider "$@")
+}
+
+# The package on the other Pythons of MTSARRAY_EXTRA_PYTHONS (default 3.13,
+# which CI runs beside the venv's Python; metatensor-core 0.2 needs 3.10 or
+# newer): for each, a venv of its own in the build folder with
+# PYTHON_PACKAGES, the package built once, without the CUDA backend (the same
+# C++ as the venv's package, which builds and tests CUDA), and its tests,
+# but the mpi4py example's (mpi4py is built for the venv's Python only).
+test_python_package_on_other_pythons() {
+    local version python folder
+    for version in ${MTSARRAY_EXTRA_PYTHONS-3.13}; do
+        python="$(find_python "$version")"
+        if [[ -z "$python" ]]; then
+            [[ "${CI:-}" != true ]] || die "Python $version not found (pyenv install $version)"
+            log "Python $version not found: its package tests are skipped"
+            continue
+        fi
+        folder="$BUILD_DIR/python-$version"
+        if [[ ! -x "$folder/venv/bin/python" ]]; then
+            "$python" -m venv "$folder/venv"
+        fi
+        log "Python $version ($python): pip install ${PYTHON_PACKAGES[*]}"
+        "$folder/venv/bin/python" -m pip install --quiet --disable-pip-version-check "${PYTHON_PACKAGES[@]}"
+        log "Python $version: pip install ./python (MTSARRAY_CUDA=OFF, build folder $folder/build)"
+        MTSARRAY_CUDA=OFF CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" "$folder/venv/bin/python" -m pip install --quiet \
+            --disable-pip-version-check --no-build-isolation --no-deps --config-settings="build-dir=$folder/build" \
+            "$REPO_ROOT/python"
+        log "Python $version: pytest python/tests"
+        run_python_tests "$folder/venv/bin/python" -k "not mpi_halo_example"
+    done
 }
 
 # Install into a temporary prefix; build and run tests/install (a
@@ -127,6 +165,7 @@ bash "$REPO_ROOT/scripts/setup.sh"
 configure_and_build "$BUILD_DIR"
 run_stage "ctest" run_tests
 run_stage "Python package (python/)" test_python_package
+run_stage "Python package on other Pythons (${MTSARRAY_EXTRA_PYTHONS-3.13})" test_python_package_on_other_pythons
 run_stage "installed package (tests/install, examples)" test_installation
 run_stage "HIP build and tests" build_and_test_hip
 # ASan+UBSan (leaks included) over the whole suite, TSan over the concurrency

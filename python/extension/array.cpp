@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -333,8 +334,23 @@ int64_t Array::stream() const {
 void Array::set_stream(nb::handle stream) {
     check_metadata_writable("change the stream of");
     const int64_t number = stream_number(stream, dl_device().device_type);
-    check(mtsarray_set_stream(&raw_, number));
-    stream_object_ = is_stream_object(stream) ? nb::borrow(stream) : nb::object();
+    set_stream(number, is_stream_object(stream) ? nb::borrow(stream) : nb::object());
+}
+
+void Array::set_stream(int64_t number, nb::object stream_object) {
+    check_metadata_writable("change the stream of");
+    if (number != stream()) {
+        check(mtsarray_set_stream(&raw_, number));
+    }
+    stream_object_ = std::move(stream_object);
+}
+
+mts_array_t Array::release() noexcept {
+    const mts_array_t raw = raw_;
+    raw_ = {};
+    owned_ = false;
+    stream_object_ = nb::object();
+    return raw;
 }
 
 uintptr_t Array::data_pointer() const {
@@ -583,15 +599,147 @@ nb::tuple Array::dlpack_device() const {
 
 namespace {
 
+/// Memory the host computes on synchronously (the CPU, pinned memory): it
+/// has no streams, and DLPack asks its producers for stream=None.
+bool has_no_streams(DLDeviceType type) {
+    return type == kDLCPU || type == kDLCUDAHost || type == kDLROCMHost;
+}
+
+/// The stream the caller of from_dlpack asks for, resolved once for the
+/// producer's device into the one value every path uses: the number the
+/// producer orders its pending work before, and the stream the new array
+/// then works on.
+///
+/// The rule: `None` is the device's default stream (CUDA 1, ROCm 0); a
+/// stream object is its handle (the default stream's handle 0 is CUDA 1,
+/// ROCm 0), kept alive by the array; host memory has no streams, so a host
+/// producer is asked without one and only `None` and -1 are valid, checked
+/// before the producer is asked anything (NumPy >= 2.3 refuses every stream
+/// but None, with an error of its own). Other numbers are the library's to
+/// judge, when the array takes the stream.
+class ConsumerStream {
+public:
+    ConsumerStream(nb::handle stream, DLDevice device)
+        : device_(device), given_(!stream.is_none()), number_(stream_number(stream, device.device_type)) {
+        if (is_stream_object(stream)) {
+            stream_object_ = nb::borrow(stream);
+        }
+        if (given_ && has_no_streams(device.device_type) && number_ != default_stream_number(kDLCPU)) {
+            const std::string type = device_name(DLDevice{device.device_type, 0});
+            const std::string where = device.device_type == kDLCPU ? type : type + ":" + std::to_string(device.device_id);
+            raise_error("from_dlpack: invalid DLPack stream number " + std::to_string(number_) + " for " + where +
+                        ": " + type + " memory has no streams, only -1 (or NULL) is valid");
+        }
+    }
+
+    int64_t number() const { return number_; }
+
+    /// The `stream` of the producer's `__dlpack__`, or a null object to
+    /// leave it out: host memory is asked without one, and a GPU producer
+    /// is named its default stream rather than left to guess (recent
+    /// PyTorch reads a missing stream as "no synchronisation" where the
+    /// standard says "default").
+    nb::object for_producer() const {
+        const DLDeviceType type = device_.device_type;
+        if (has_no_streams(type) || (!given_ && type != kDLCUDA && type != kDLROCM)) {
+            return nb::object();
+        }
+        return nb::int_(number_);
+    }
+
+    /// The new array works on this stream from now on (after its pending
+    /// work) and keeps a stream object alive; nothing to do when the caller
+    /// named no stream.
+    void apply(Array& array) const {
+        if (given_) {
+            array.set_stream(number_, stream_object_);
+        }
+    }
+
+private:
+    DLDevice device_;
+    bool given_;
+    int64_t number_;
+    nb::object stream_object_;
+};
+
+/// A ConsumerStream for the device of `tensor`, which is released (the
+/// caller owned it) when the stream is not valid there.
+ConsumerStream resolve_for(nb::handle stream, DLManagedTensorVersioned* tensor) {
+    try {
+        return ConsumerStream(stream, tensor->dl_tensor.device);
+    } catch (...) {
+        if (tensor->deleter != nullptr) {
+            tensor->deleter(tensor);
+        }
+        throw;
+    }
+}
+
+/// The producer's `__dlpack_device__()` as a DLDevice (whose device type is
+/// an enum and whose id an int32), or nothing for a producer older than
+/// the method. Raises TypeError / ValueError naming what it returned.
+std::optional<DLDevice> producer_device(nb::handle producer) {
+    if (!nb::hasattr(producer, "__dlpack_device__")) {
+        return std::nullopt;
+    }
+    nb::object device = producer.attr("__dlpack_device__")();
+    const auto returned = [&]() {
+        return "from_dlpack: the producer's __dlpack_device__() returned " + nb::cast<std::string>(nb::repr(device));
+    };
+    const auto is_integer = [](nb::handle value) {
+        return PyIndex_Check(value.ptr()) && !PyBool_Check(value.ptr()) && !PyFloat_Check(value.ptr());
+    };
+    if (!PyTuple_Check(device.ptr()) || PyTuple_GET_SIZE(device.ptr()) != 2 || !is_integer(device[0]) ||
+        !is_integer(device[1])) {
+        raise(PyExc_TypeError, returned() + ", not a (device_type, device_id) pair of integers");
+    }
+    long long values[2] = {};
+    for (size_t i = 0; i < 2; i++) {
+        int overflow = 0;
+        nb::object index = nb::steal(PyNumber_Index(device[i].ptr()));
+        if (!index.is_valid()) {
+            throw nb::python_error();
+        }
+        values[i] = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+        if (values[i] == -1 && PyErr_Occurred()) {
+            throw nb::python_error();
+        }
+        if (overflow != 0 || values[i] < 0 || values[i] > INT32_MAX) {
+            raise(PyExc_ValueError, returned() + ": the device " + (i == 0 ? "type" : "id") +
+                                        " is out of range (0 to 2**31 - 1)");
+        }
+    }
+    return DLDevice{static_cast<DLDeviceType>(values[0]), static_cast<int32_t>(values[1])};
+}
+
+/// mtsarray_from_dlpack on a tensor the caller owns (ownership passes, also
+/// on error), then the caller's stream. The GIL is released when the
+/// import may copy.
+Array import_tensor(DLManagedTensorVersioned* tensor, const ConsumerStream& requested) {
+    mts_array_t raw = {};
+    mts_status_t status;
+    if (imports_without_copy(tensor)) {
+        status = mtsarray_from_dlpack(tensor, &raw);
+    } else {
+        nb::gil_scoped_release release;
+        status = mtsarray_from_dlpack(tensor, &raw);
+    }
+    check(status);
+    Array array = Array::adopt(raw);
+    requested.apply(array);
+    return array;
+}
+
 /// Through the producer's DLPack C exchange API (PyTorch publishes one): no
 /// Python call, the cheap path for the hand-offs of a training loop. The
 /// producer does not order anything here, so this path orders it itself,
 /// exactly as `__dlpack__(stream=...)` would have: the new array first works
 /// on the producer's current work stream, then moves to the requested one
 /// (which waits for it with an event; the host does not block). Returns
-/// false, having taken nothing, when the protocol path must run instead.
-bool import_through_exchange_api(nb::handle object, nb::handle stream, const DLPackExchangeAPI* api,
-                                 mts_array_t* raw) {
+/// nothing, having taken nothing, when the protocol path must run instead.
+std::optional<Array> import_through_exchange_api(nb::handle object, nb::handle stream,
+                                                 const DLPackExchangeAPI* api) {
     // PyTorch's own rule (its __dlpack__ refuses such tensors, with its message)
     PyObject* requires_grad = PyObject_GetAttrString(object.ptr(), "requires_grad");
     if (requires_grad == nullptr) {
@@ -601,14 +749,14 @@ bool import_through_exchange_api(nb::handle object, nb::handle stream, const DLP
         Py_DECREF(requires_grad);
         if (truth != 0) {
             PyErr_Clear();
-            return false;
+            return std::nullopt;
         }
     }
     DLManagedTensorVersioned* tensor = nullptr;
     if (api->managed_tensor_from_py_object_no_sync(object.ptr(), &tensor) != 0 || tensor == nullptr) {
         // the producer can not describe it: its __dlpack__ says why
         PyErr_Clear();
-        return false;
+        return std::nullopt;
     }
     const auto release = [&]() {
         if (tensor->deleter != nullptr) {
@@ -622,7 +770,7 @@ bool import_through_exchange_api(nb::handle object, nb::handle stream, const DLP
     if (tensor->version.major != DLPACK_MAJOR_VERSION || tensor->dl_tensor.dtype.code == kDLComplex ||
         (on_gpu && !imports_without_copy(tensor))) {
         release();
-        return false;
+        return std::nullopt;
     }
     int64_t producer_stream = default_stream_number(device.device_type);
     if (on_gpu) {
@@ -637,133 +785,50 @@ bool import_through_exchange_api(nb::handle object, nb::handle stream, const DLP
             producer_stream = static_cast<int64_t>(reinterpret_cast<intptr_t>(current));
         }
     }
-    int64_t target = 0;
-    try {
-        target = stream_number(stream, device.device_type);
-    } catch (...) {
-        release();
-        throw;
+    const ConsumerStream requested = resolve_for(stream, tensor);
+    if (!on_gpu) {
+        return import_tensor(tensor, requested);
     }
-
-    mts_status_t status;
-    if (imports_without_copy(tensor)) {
-        status = mtsarray_from_dlpack(tensor, raw);
-    } else {
-        nb::gil_scoped_release unlocked;
-        status = mtsarray_from_dlpack(tensor, raw);
+    mts_array_t raw = {};
+    check(mtsarray_from_dlpack(tensor, &raw));  // no copy: returns at once
+    Array array = Array::adopt(raw);
+    // the producer's stream first, then the requested one, which waits for it
+    array.set_stream(producer_stream, nb::object());
+    if (requested.number() != producer_stream) {
+        array.set_stream(requested.number(), nb::object());
     }
-    check(status);
-    if (on_gpu) {
-        for (int64_t number : {producer_stream, target}) {
-            int64_t current = 0;
-            status = mtsarray_get_stream(raw, &current);
-            if (status == MTS_SUCCESS && current != number) {
-                status = mtsarray_set_stream(raw, number);
-            }
-            if (status != MTS_SUCCESS) {
-                raw->destroy(raw->ptr);
-                raise_last_error();
-            }
-        }
-    }
-    return true;
-}
-
-/// Memory the host computes on synchronously (the CPU, pinned memory): it
-/// has no streams, and DLPack asks its producers for stream=None.
-bool has_no_streams(DLDeviceType type) {
-    return type == kDLCPU || type == kDLCUDAHost || type == kDLROCMHost;
-}
-
-/// The stream a caller asks of a producer of such memory, checked before
-/// the producer is asked anything (NumPy >= 2.3 refuses every stream but
-/// None, with an error of its own): the library's rule for `device`, that
-/// of mtsarray_set_stream, applied to an empty array wrapped there, and
-/// its message.
-void check_stream_for_host_producer(DLDevice device, int64_t number) {
-    const uintptr_t shape[] = {0};
-    mts_array_t probe = {};
-    mts_status_t status = mtsarray_wrap(nullptr, device, DLDataType{kDLUInt, 8, 1}, shape, 1, nullptr, nullptr,
-                                        &probe);
-    if (status == MTS_SUCCESS) {
-        status = mtsarray_set_stream(&probe, number);
-    }
-    std::string message;
-    if (status != MTS_SUCCESS) {
-        const char* text = nullptr;
-        mts_last_error(&text, nullptr, nullptr);
-        message = text == nullptr ? "" : text;
-    }
-    if (probe.destroy != nullptr) {
-        probe.destroy(probe.ptr);
-    }
-    if (status != MTS_SUCCESS) {
-        // "mtsarray_set_stream: <why>" is this call's error
-        const auto colon = message.find(": ");
-        raise_error("from_dlpack: " + (colon == std::string::npos ? message : message.substr(colon + 2)));
-    }
+    requested.apply(array);  // keeps a stream object alive
+    return array;
 }
 
 }  // namespace
 
 Array from_dlpack(nb::handle object, nb::handle stream) {
-    mts_array_t raw = {};
-    const DLPackExchangeAPI* api = PyCapsule_CheckExact(object.ptr()) ? nullptr : exchange_api(Py_TYPE(object.ptr()));
-    if (api != nullptr && import_through_exchange_api(object, stream, api, &raw)) {
-        Array array = Array::adopt(raw);
-        if (!stream.is_none()) {
-            array.set_stream(stream);  // validates CPU streams, keeps a stream object alive
-        }
-        return array;
+    if (PyCapsule_CheckExact(object.ptr())) {
+        // the device is known once the capsule is taken
+        DLManagedTensorVersioned* tensor = consume_capsule(object);
+        return import_tensor(tensor, resolve_for(stream, tensor));
     }
-
-    nb::object number;  // the stream number the producer orders its work on
-    if (!stream.is_none()) {
-        nb::object device;
-        if (!PyCapsule_CheckExact(object.ptr()) && nb::hasattr(object, "__dlpack_device__")) {
-            device = object.attr("__dlpack_device__")();
-        }
-        const DLDeviceType type = device.is_valid() ? parse_device_type(device[0]) : kDLExtDev;
-        if (device.is_valid() && has_no_streams(type)) {
-            // checked here; the producer is asked without a stream
-            check_stream_for_host_producer(DLDevice{type, nb::cast<int32_t>(device[1])},
-                                           stream_number(stream, type));
-        } else if (is_stream_object(stream)) {
-            // a stream object's default-stream handle needs the device type
-            if (!device.is_valid()) {
-                device = object.attr("__dlpack_device__")();
-            }
-            number = nb::int_(stream_number(stream, parse_device_type(device[0])));
-        } else {
-            number = nb::borrow(stream);
-        }
-    } else if (!PyCapsule_CheckExact(object.ptr()) && nb::hasattr(object, "__dlpack_device__")) {
-        // the new array works on the device's default stream: say so to GPU
-        // producers rather than leave `stream` out (which recent PyTorch
-        // reads as "no synchronisation" where the standard says "default")
-        nb::object device = object.attr("__dlpack_device__")();
-        const DLDeviceType type = parse_device_type(device[0]);
-        if (type == kDLCUDA || type == kDLROCM) {
-            number = nb::int_(default_stream_number(type));
+    if (const DLPackExchangeAPI* api = exchange_api(Py_TYPE(object.ptr()))) {
+        if (std::optional<Array> array = import_through_exchange_api(object, stream, api)) {
+            return std::move(*array);
         }
     }
-    nb::object capsule = PyCapsule_CheckExact(object.ptr()) ? nb::borrow(object)
-                                                             : request_capsule(object, number.ptr());
-    DLManagedTensorVersioned* tensor = consume_capsule(capsule);
-
-    mts_status_t status;
-    if (imports_without_copy(tensor)) {
-        status = mtsarray_from_dlpack(tensor, &raw);
-    } else {
-        nb::gil_scoped_release release;
-        status = mtsarray_from_dlpack(tensor, &raw);
+    const std::optional<DLDevice> device = producer_device(object);
+    if (!device.has_value() && is_stream_object(stream) && nb::hasattr(object, "__dlpack__")) {
+        raise(PyExc_TypeError, "from_dlpack: this producer has no __dlpack_device__, and a stream object's "
+                               "default stream depends on the device: pass a DLPack stream number");
     }
-    check(status);
-    Array array = Array::adopt(raw);
-    if (!stream.is_none()) {
-        array.set_stream(stream);
+    if (device.has_value()) {
+        const ConsumerStream requested(stream, *device);
+        nb::object number = requested.for_producer();
+        DLManagedTensorVersioned* tensor = consume_capsule(request_capsule(object, number.ptr()));
+        return import_tensor(tensor, requested);
     }
-    return array;
+    // a producer older than __dlpack_device__: the number goes to it as given,
+    // and is resolved for the device its tensor is on
+    DLManagedTensorVersioned* tensor = consume_capsule(request_capsule(object, stream.is_none() ? nullptr : stream.ptr()));
+    return import_tensor(tensor, resolve_for(stream, tensor));
 }
 
 }  // namespace mtsarray_python

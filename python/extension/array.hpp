@@ -38,6 +38,10 @@ public:
     ~Array();
 
     const mts_array_t& raw() const noexcept { return raw_; }
+    /// Gives the array to a new owner, which destroys it (libmetatensor, for
+    /// the values of a block). A stream object given to set_stream is no
+    /// longer kept alive: the new owner's caller keeps it.
+    mts_array_t release() noexcept;
     bool is_view() const noexcept { return !owned_; }
 
     // ---- metadata
@@ -49,6 +53,9 @@ public:
     std::string device() const;
     int64_t stream() const;
     void set_stream(nanobind::handle stream);
+    /// The stream as a DLPack number already resolved for this array's
+    /// device; `stream_object` (or None) is kept alive as long as the array.
+    void set_stream(int64_t number, nanobind::object stream_object);
     uintptr_t data_pointer() const;
     std::string repr() const;
 

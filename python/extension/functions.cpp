@@ -238,6 +238,14 @@ Array borrow(uintptr_t address, nb::object owner) {
     return Array::borrow(*reinterpret_cast<const mts_array_t*>(address), std::move(owner));
 }
 
+void from_dlpack_into(nb::handle object, uintptr_t address, nb::handle stream) {
+    if (address == 0) {
+        raise(PyExc_ValueError, "a null mts_array_t address");
+    }
+    Array array = from_dlpack(object, stream);
+    *reinterpret_cast<mts_array_t*>(address) = array.release();
+}
+
 nb::object to_numpy(nb::handle array, nb::handle dtype, nb::handle copy) {
     const Array& self = nb::cast<const Array&>(array);
     const DLDevice device = self.dl_device();

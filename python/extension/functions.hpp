@@ -28,6 +28,11 @@ uintptr_t tensormap_to(uintptr_t address, nanobind::handle device, nanobind::han
 /// A view of the mts_array_t (a struct) at `address`, owned by `owner`.
 Array borrow(uintptr_t address, nanobind::object owner);
 
+/// from_dlpack(object, stream), written as an mts_array_t to the struct at
+/// `address`: the caller owns it from then on, and hands it to
+/// libmetatensor (mts_block, mts_labels), which destroys it.
+void from_dlpack_into(nanobind::handle object, uintptr_t address, nanobind::handle stream);
+
 /// `array` as a NumPy array (zero-copy for host memory), for __array__.
 nanobind::object to_numpy(nanobind::handle array, nanobind::handle dtype, nanobind::handle copy);
 

@@ -140,7 +140,11 @@ is C-contiguous and writable; otherwise it is copied on the same device.
     default too. Host memory has no streams: for a producer on the CPU (or
     pinned memory) only ``None`` and ``-1`` are valid, checked before the
     producer is asked, which is asked without a stream.
-:raises TypeError: ``x`` does not speak DLPack.
+:raises TypeError: ``x`` does not speak DLPack, its ``__dlpack_device__()``
+    is not a pair of integers, or a stream object is given for a producer
+    without ``__dlpack_device__``.
+:raises ValueError: the device type or id of ``__dlpack_device__()`` is out
+    of DLPack's range (a device id is an int32).
 :raises mtsarray.Error: mtsarray can not hold the data (dtype, device), a
     stream that is not one of the producer's device.)";
 
@@ -311,6 +315,9 @@ NB_MODULE(_mtsarray, m) {
           "mtsarray_tensormap_to on the mts_tensormap_t at ``address``: the address of the new one.");
     m.def("_borrow", &mtsarray_python::borrow, "address"_a, "owner"_a,
           "A view of the mts_array_t struct at ``address``, keeping ``owner`` alive.");
+    m.def("_from_dlpack_into", &mtsarray_python::from_dlpack_into, "x"_a.none(), "address"_a, "stream"_a = nb::none(),
+          "from_dlpack(x, stream=stream) written to the mts_array_t struct at ``address``, which owns it from "
+          "then on (for mts_block and mts_labels, which take ownership).");
     m.def("_time_move_data",
           [](Array& output, const Array& input, nb::handle movements, int64_t iterations) {
               return output.time_move_data(input, movements, iterations);

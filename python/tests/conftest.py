@@ -31,6 +31,8 @@ def optional(name):
 
 
 def loaded_libraries(name):
-    """Distinct files mapped into this process whose name contains `name`."""
+    """Distinct files mapped into this process that are the library `name`
+    ("libmetatensor": libmetatensor.so*, not libmetatensor_torch.so)."""
     with open("/proc/self/maps") as maps:
-        return sorted({line.split()[-1] for line in maps if name in line.split()[-1]})
+        paths = {line.split()[-1] for line in maps}
+    return sorted(path for path in paths if os.path.basename(path).startswith(name + "."))

@@ -385,3 +385,71 @@ def test_from_dlpack_names_the_stream_to_gpu_producers(device_type, default):
         mtsarray.from_dlpack(producer, stream=TorchLikeStream())
     assert [call["stream"] for call in producer.calls] == [default, 12345, default]
     assert all(call["max_version"][0] == 1 for call in producer.calls)  # DLPack 1.x asked for
+
+
+class _DeviceProducer:
+    """NumPy's data behind a producer whose __dlpack_device__ says `device`."""
+
+    def __init__(self, device):
+        self.device = device
+        self.calls = 0
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, **kwargs):
+        self.calls += 1
+        return np.zeros(3).__dlpack__(**kwargs)
+
+
+@pytest.mark.parametrize("device", [(1, 2**31), (1, 2**63), (1, -1), (2, 2**31), (2**31, 0), (-1, 0)])
+@pytest.mark.parametrize("stream", [None, -1])
+def test_producer_devices_out_of_range(device, stream):
+    # a DLDevice holds an int32 device id and an enum device type: anything
+    # else a producer reports is its error, said before it is asked for data
+    producer = _DeviceProducer(device)
+    with pytest.raises(ValueError, match=re.escape(f"__dlpack_device__() returned {device!r}")):
+        mtsarray.from_dlpack(producer, stream=stream)
+    assert producer.calls == 0
+
+
+@pytest.mark.parametrize("device", [None, (1,), (1, 0, 0), ("cpu", 0), (1.0, 0), "cpu"])
+def test_producer_devices_that_are_not_pairs_of_integers(device):
+    producer = _DeviceProducer(device)
+    with pytest.raises(TypeError, match=re.escape("__dlpack_device__() returned")):
+        mtsarray.from_dlpack(producer, stream=-1)
+    assert producer.calls == 0
+
+
+class _DefaultStreamObject:
+    cuda_stream = 0  # the handle of a default stream, as torch.cuda.Stream says it
+
+
+def test_stream_objects_with_capsules_are_resolved_for_the_tensors_device():
+    # a capsule says its device once taken: the stream is judged for it
+    capsule = np.zeros(3).__dlpack__(max_version=(1, 0))
+    with pytest.raises(mtsarray.Error, match="invalid DLPack stream number 0 for cpu"):
+        mtsarray.from_dlpack(capsule, stream=_DefaultStreamObject())
+    array = mtsarray.from_dlpack(np.arange(3.0).__dlpack__(max_version=(1, 0)), stream=-1)
+    assert array.stream == -1
+
+
+def test_stream_objects_need_the_producers_device():
+    values = np.arange(3.0)
+
+    class Legacy:
+        def __init__(self):
+            self.streams = []
+
+        def __dlpack__(self, stream=None):
+            self.streams.append(stream)
+            return values.__dlpack__()
+
+    with pytest.raises(TypeError, match="no __dlpack_device__"):
+        mtsarray.from_dlpack(Legacy(), stream=_DefaultStreamObject())
+    # a number goes to the producer as given, judged for its tensor's device
+    producer = Legacy()
+    with pytest.raises(mtsarray.Error, match="cpu memory has no streams"):
+        mtsarray.from_dlpack(producer, stream=5)
+    assert mtsarray.from_dlpack(producer, stream=-1).data_ptr == values.ctypes.data
+    assert producer.streams == [5, -1]

@@ -51,6 +51,7 @@ from ._mtsarray import (  # noqa: E402
     zeros,
 )
 from ._metatensor import tensormap_to  # noqa: E402  (registers the array wrapper)
+from ._bridges import tensormap_as, to_metatensor_torch  # noqa: E402
 
 __version__: str = _library_version
 
@@ -72,7 +73,9 @@ __all__ = [
     "full",
     "get_num_threads",
     "set_num_threads",
+    "tensormap_as",
     "tensormap_to",
+    "to_metatensor_torch",
     "zeros",
 ]
 
