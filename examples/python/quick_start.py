@@ -55,17 +55,18 @@ def main() -> int:
     # [step 4]
     # 4. A whole metatensor TensorMap on the device, without PyTorch: values,
     #    gradients, keys and labels become mtsarray arrays there.
+    block_values = np.arange(12.0).reshape(4, 3)
     block = metatensor.TensorBlock(
-        values=np.arange(12.0).reshape(4, 3),
+        values=block_values,
         samples=metatensor.Labels.range("atom", 4),
         components=[],
         properties=metatensor.Labels.range("feature", 3),
     )
-    tensor = metatensor.TensorMap(metatensor.Labels.range("key", 1), [block])
+    tensor = metatensor.TensorMap(metatensor.Labels.range("key", 1), [block])  # owns the block
     moved = mtsarray.tensormap_to(tensor, device)
     values = moved.block(0).values
     print(f"moved block: {values.shape} on {values.device}")
-    assert np.array_equal(np.from_dlpack(values, device="cpu"), block.values)
+    assert np.array_equal(np.from_dlpack(values, device="cpu"), block_values)
     # [step 4]
 
     # [step 5]
