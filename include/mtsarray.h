@@ -4,8 +4,8 @@
  * @file mtsarray.h
  * @brief The C API of mtsarray.
  *
- * Metatensor arrays (`mts_array_t`) whose data lives on the CPU, on
- * NVIDIA GPUs (CUDA) or on AMD GPUs (HIP/ROCm).
+ * Metatensor arrays (`mts_array_t`) whose data lives on the CPU, on NVIDIA
+ * GPUs (CUDA) or on AMD GPUs (HIP/ROCm).
  *
  * Every array made here is a complete `mts_array_t` (see metatensor.h): hand
  * it to libmetatensor (mts_block, mts_labels, mts_tensormap, ...) which then
@@ -14,80 +14,81 @@
  *
  * **Errors.** Every function returns MTS_SUCCESS, or MTS_CALLBACK_ERROR /
  * MTS_INVALID_PARAMETER_ERROR after setting a message readable with
- * `mts_last_error` (origin "mtsarray"). On error, output parameters and
- * every array involved are left untouched.
+ * `mts_last_error` (origin "mtsarray"). On error, output parameters and every
+ * array involved are left untouched.
  *
- * **Streams.** Every array has a work stream, named by its DLPack stream number
- * (CUDA: 1 legacy default, 2 per-thread default, >2 a cudaStream_t; ROCm: 0
- * default, >2 a hipStream_t; CPU arrays have no stream and report -1; CUDA
- * managed memory accepts the CUDA numbers and, being computed on by the host,
- * has no stream). CUDA stream 2 is the per-thread default stream of the
+ * **Streams.** Every array has a work stream, named by its DLPack stream
+ * number (CUDA: 1 legacy default, 2 per-thread default, >2 a cudaStream_t;
+ * ROCm: 0 default, >2 a hipStream_t; CPU arrays have no stream and report -1;
+ * CUDA managed memory accepts the CUDA numbers and, being computed on by the
+ * host, has no stream). CUDA stream 2 is the per-thread default stream of the
  * thread that set it: only that thread may queue work on an array using it
  * (another thread gets an error; give arrays shared between threads a
  * cudaStream_t or stream 1), while any thread may release it: its memory is
- * then freed on the legacy default stream, after the owner's work. Work
- * on an array (fill, copy, move_data, swap_axes, free) is queued on its work
- * stream and the call returns without waiting for the device: no operation
- * on device memory blocks the host. Only a host consumer waits, and only for
- * the work it reads: `mtsarray_synchronize`, `as_dlpack` or `copy` to host
- * memory. The one exception is a copy between a CUDA and a ROCm device in
- * one process, which goes through the host. When two arrays on different
- * streams meet (move_data, copy), the writing stream first waits for the
- * other's queued work with an event (on the device, not the host).
+ * then freed on the legacy default stream, after the owner's work. Work on an
+ * array (fill, copy, move_data, swap_axes, free) is queued on its work stream
+ * and the call returns without waiting for the device: no operation on device
+ * memory blocks the host. Only a host consumer waits, and only for the work
+ * it reads: `mtsarray_synchronize`, `as_dlpack` or `copy` to host memory. The
+ * one exception is a copy between a CUDA and a ROCm device in one process,
+ * which goes through the host. When two arrays on different streams meet
+ * (move_data, copy), the writing stream first waits for the other's queued
+ * work with an event (on the device, not the host).
  *
- * **Lifetimes across streams.** Memory is freed (or, for memory you wrapped or
- * imported, handed back to its owner) only after every use queued on it by
+ * **Lifetimes across streams.** Memory is freed (or, for memory you wrapped
+ * or imported, handed back to its owner) only after every use queued on it by
  * mtsarray, on any stream. A read of array A on another stream (A as the
  * input of a move_data into an array on stream B, a copy onto stream B)
- * records an event on B, and A's free waits for it. A DLPack export read on
- * a default stream of the consumer's (CUDA 1 or 2, ROCm 0) is ordered the
- * same way: the consumer calls the export's deleter after queuing its last
- * use there, and the free is ordered after that use. A stream the consumer
- * made itself (a handle) is never named again once `as_dlpack` has
- * returned, since its owner may destroy it at any time: such a consumer
- * finishes its reads of the export (or makes the array's stream wait for
- * them) before calling the deleter, as for any DLPack producer; so does a
- * consumer that passed stream -1 (not ordered). Copies exported to another
- * device are made on the consumer's stream and freed on that device's
- * default stream, after the copy. The deleters of wrapped
- * memory and of imported DLPack tensors may therefore run later than the
- * destroy call, on another thread (an mtsarray thread), once the device is
- * done with the memory.
+ * records an event on B, and A's free waits for it. A DLPack export read on a
+ * default stream of the consumer's (CUDA 1 or 2, ROCm 0) is ordered the same
+ * way: the consumer calls the export's deleter after queuing its last use
+ * there, and the free is ordered after that use. A stream the consumer made
+ * itself (a handle) is never named again once `as_dlpack` has returned, since
+ * its owner may destroy it at any time: such a consumer finishes its reads of
+ * the export (or makes the array's stream wait for them) before calling the
+ * deleter, as for any DLPack producer; so does a consumer that passed stream
+ * -1 (not ordered). Copies exported to another device are made on the
+ * consumer's stream and freed on that device's default stream, after the
+ * copy. The deleters of wrapped memory and of imported DLPack tensors may
+ * therefore run later than the destroy call, on another thread (an mtsarray
+ * thread), once the device is done with the memory.
  *
- * **Overlapping writes.** Two movements of one move_data call that write the same output element:
- * on a GPU one of them wins (which one is unspecified); on the CPU the last
- * one in the list wins.
+ * **Overlapping writes.** Two movements of one move_data call that write the
+ * same output element: on a GPU one of them wins (which one is unspecified);
+ * on the CPU the last one in the list wins.
  *
- * **The movement list.** move_data reads its movement list once, before anything is written, into
- * memory of its own (on a GPU: the table of the copy), checking each
- * movement as it reads it; the copy then uses these values only. The list
- * may therefore live in memory the call writes (the output array's own),
- * and a list that another thread edits while the call runs gives, for each
- * movement, either a value from before or one from after the edit: the
- * call checks and applies that value, and never writes outside the output.
- * The list may be changed or freed once move_data has returned.
+ * **The movement list.** move_data reads its movement list once, before
+ * anything is written, into memory of its own (on a GPU: the table of the
+ * copy), checking each movement as it reads it; the copy then uses these
+ * values only. The list may therefore live in memory the call writes (the
+ * output array's own), and a list that another thread edits while the call
+ * runs gives, for each movement, either a value from before or one from after
+ * the edit: the call checks and applies that value, and never writes outside
+ * the output. The list may be changed or freed once move_data has returned.
  *
- * **CUDA graphs.** move_data on a stream that is capturing a graph is captured
- * (its movement table travels inside the graph's kernel nodes, so every
- * replay reads the right one; the input and output arrays must outlive the
- * graph's launches, and both arrays' streams must be the capturing stream or
- * streams in the same capture). Operations that allocate a new array (create,
- * zeros/full, copy, swap_axes, from_dlpack of a strided tensor, an export to
- * another device, tensormap_to) fail with a clear error while the stream is
- * capturing: make those arrays before capturing.
+ * **CUDA graphs.** move_data on a stream that is capturing a graph is
+ * captured (its movement table travels inside the graph's kernel nodes, so
+ * every replay reads the right one; the input and output arrays must outlive
+ * the graph's launches, and both arrays' streams must be the capturing stream
+ * or streams in the same capture). Operations that allocate a new array
+ * (create, zeros/full, copy, swap_axes, from_dlpack of a strided tensor, an
+ * export to another device, tensormap_to) fail with a clear error while the
+ * stream is capturing: make those arrays before capturing.
  *
- * **Handles.** The `ptr` of an mtsarray array is a handle (a slot of a table and
- * that slot's generation), not the address of an object. Once the array is
- * destroyed, its `ptr` names no array: a second `destroy` does nothing, and
- * every other callback or function given it fails with "... was not made by
- * mtsarray (or was already destroyed)", even when a newer array was made in
- * the same memory or the same slot. This holds until that slot has been
- * reused 2^28 times (2^28 destroys of other arrays at the very least). A
- * `ptr` that mtsarray did not make is recognised without being read.
+ * **Handles.** The `ptr` of an mtsarray array is a handle (a slot of a table
+ * and that slot's generation), not the address of an object. Once the array
+ * is destroyed, its `ptr` names no array: a second `destroy` does nothing,
+ * and every other callback or function given it fails with an error saying
+ * that the array was not made by mtsarray (or was already destroyed), even
+ * when a newer array was made in the same memory or the same slot. This holds
+ * until that slot has been reused 2^28 times (2^28 destroys of other arrays
+ * at the very least). A pointer that mtsarray did not make is recognised
+ * without being read.
  *
  * **Thread safety.** Every function may be called from any thread; an array
  * that is being modified (reshape, swap_axes, move_data output, set_stream)
  * must not be used by another thread at the same time.
+
  */
 
 #include <stdbool.h>
