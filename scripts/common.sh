@@ -10,6 +10,8 @@
 #                                 (default: "80-real;90-real;90-virtual")
 #   MTSARRAY_HIP                  auto | ON | OFF (default: auto, see test.sh)
 #   MTSARRAY_VENV                 Python virtual environment (default: <repo>/.venv)
+#   MTSARRAY_DOCS                 ON | OFF: test.sh builds and checks the documentation
+#                                 (scripts/docs.sh; default: ON)
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${MTSARRAY_BUILD_DIR:-$REPO_ROOT/build}"
