@@ -18,12 +18,15 @@ REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 
 
 class RepositoryPage:
-    def __init__(self, path, links, title=None, introduction=""):
+    def __init__(self, path, links, title=None, introduction="", images=None):
         self.path = path
         # link prefix as written in the file -> the same target on the site
         self.links = links
         self.title = title
         self.introduction = introduction
+        # a folder of the repository whose PNGs are shown at the end of the
+        # page (the file links to them; the site shows them)
+        self.images = images
 
 
 PAGES = {
@@ -35,6 +38,7 @@ PAGES = {
         "bench/README.md",
         {"../CHANGELOG.md": "changelog.md", "plots/": "../bench/plots/"},
         title="Performance",
+        images="bench/plots",
         introduction=(
             "What follows is `bench/README.md` of the repository, as it stands in this version: how "
             "the benchmarks measure (every figure a ratio to a limit or a baseline measured in the same "
@@ -85,6 +89,11 @@ def read_page(app, docname, source):
     text = rewrite_links(path.read_text(encoding="utf-8"), page, docname)
     if page.title is not None:
         text = f"# {page.title}\n\n{page.introduction}\n\n" + shift_headings(text)
+    if page.images is not None:
+        for image in sorted((REPOSITORY / page.images).glob("*.png")):
+            app.env.note_dependency(str(image))
+            relative = pathlib.PurePosixPath("..", page.images, image.name)
+            text += f"\n![{image.stem}]({relative})\n"
     source[0] = text
 
 
