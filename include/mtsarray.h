@@ -1,90 +1,94 @@
 #ifndef MTSARRAY_H
 #define MTSARRAY_H
-/*
- * mtsarray: metatensor arrays (mts_array_t) whose data lives on the CPU, on
- * NVIDIA GPUs (CUDA) or on AMD GPUs (HIP/ROCm).
+/**
+ * @file mtsarray.h
+ * @brief The C API of mtsarray.
+ *
+ * Metatensor arrays (`mts_array_t`) whose data lives on the CPU, on NVIDIA
+ * GPUs (CUDA) or on AMD GPUs (HIP/ROCm).
  *
  * Every array made here is a complete `mts_array_t` (see metatensor.h): hand
  * it to libmetatensor (mts_block, mts_labels, mts_tensormap, ...) which then
  * owns it and calls its `destroy`. An array you keep yourself must be
  * released with `array.destroy(array.ptr)`.
  *
- * Errors: every function returns MTS_SUCCESS, or MTS_CALLBACK_ERROR /
+ * **Errors.** Every function returns MTS_SUCCESS, or MTS_CALLBACK_ERROR /
  * MTS_INVALID_PARAMETER_ERROR after setting a message readable with
- * `mts_last_error` (origin "mtsarray"). On error, output parameters and
- * every array involved are left untouched.
+ * `mts_last_error` (origin "mtsarray"). On error, output parameters and every
+ * array involved are left untouched.
  *
- * Streams: every array has a work stream, named by its DLPack stream number
- * (CUDA: 1 legacy default, 2 per-thread default, >2 a cudaStream_t; ROCm: 0
- * default, >2 a hipStream_t; CPU arrays have no stream and report -1; CUDA
- * managed memory accepts the CUDA numbers and, being computed on by the host,
- * has no stream). CUDA stream 2 is the per-thread default stream of the
+ * **Streams.** Every array has a work stream, named by its DLPack stream
+ * number (CUDA: 1 legacy default, 2 per-thread default, >2 a cudaStream_t;
+ * ROCm: 0 default, >2 a hipStream_t; CPU arrays have no stream and report -1;
+ * CUDA managed memory accepts the CUDA numbers and, being computed on by the
+ * host, has no stream). CUDA stream 2 is the per-thread default stream of the
  * thread that set it: only that thread may queue work on an array using it
  * (another thread gets an error; give arrays shared between threads a
  * cudaStream_t or stream 1), while any thread may release it: its memory is
- * then freed on the legacy default stream, after the owner's work. Work
- * on an array (fill, copy, move_data, swap_axes, free) is queued on its work
- * stream and the call returns without waiting for the device: no operation
- * on device memory blocks the host. Only a host consumer waits, and only for
- * the work it reads: `mtsarray_synchronize`, `as_dlpack` or `copy` to host
- * memory. The one exception is a copy between a CUDA and a ROCm device in
- * one process, which goes through the host. When two arrays on different
- * streams meet (move_data, copy), the writing stream first waits for the
- * other's queued work with an event (on the device, not the host).
+ * then freed on the legacy default stream, after the owner's work. Work on an
+ * array (fill, copy, move_data, swap_axes, free) is queued on its work stream
+ * and the call returns without waiting for the device: no operation on device
+ * memory blocks the host. Only a host consumer waits, and only for the work
+ * it reads: `mtsarray_synchronize`, `as_dlpack` or `copy` to host memory. The
+ * one exception is a copy between a CUDA and a ROCm device in one process,
+ * which goes through the host. When two arrays on different streams meet
+ * (move_data, copy), the writing stream first waits for the other's queued
+ * work with an event (on the device, not the host).
  *
- * Lifetimes across streams: memory is freed (or, for memory you wrapped or
- * imported, handed back to its owner) only after every use queued on it by
+ * **Lifetimes across streams.** Memory is freed (or, for memory you wrapped
+ * or imported, handed back to its owner) only after every use queued on it by
  * mtsarray, on any stream. A read of array A on another stream (A as the
  * input of a move_data into an array on stream B, a copy onto stream B)
- * records an event on B, and A's free waits for it. A DLPack export read on
- * a default stream of the consumer's (CUDA 1 or 2, ROCm 0) is ordered the
- * same way: the consumer calls the export's deleter after queuing its last
- * use there, and the free is ordered after that use. A stream the consumer
- * made itself (a handle) is never named again once `as_dlpack` has
- * returned, since its owner may destroy it at any time: such a consumer
- * finishes its reads of the export (or makes the array's stream wait for
- * them) before calling the deleter, as for any DLPack producer; so does a
- * consumer that passed stream -1 (not ordered). Copies exported to another
- * device are made on the consumer's stream and freed on that device's
- * default stream, after the copy. The deleters of wrapped
- * memory and of imported DLPack tensors may therefore run later than the
- * destroy call, on another thread (an mtsarray thread), once the device is
- * done with the memory.
+ * records an event on B, and A's free waits for it. A DLPack export read on a
+ * default stream of the consumer's (CUDA 1 or 2, ROCm 0) is ordered the same
+ * way: the consumer calls the export's deleter after queuing its last use
+ * there, and the free is ordered after that use. A stream the consumer made
+ * itself (a handle) is never named again once `as_dlpack` has returned, since
+ * its owner may destroy it at any time: such a consumer finishes its reads of
+ * the export (or makes the array's stream wait for them) before calling the
+ * deleter, as for any DLPack producer; so does a consumer that passed stream
+ * -1 (not ordered). Copies exported to another device are made on the
+ * consumer's stream and freed on that device's default stream, after the
+ * copy. The deleters of wrapped memory and of imported DLPack tensors may
+ * therefore run later than the destroy call, on another thread (an mtsarray
+ * thread), once the device is done with the memory.
  *
- * Two movements of one move_data call that write the same output element:
- * on a GPU one of them wins (which one is unspecified); on the CPU the last
- * one in the list wins.
+ * **Overlapping writes.** Two movements of one move_data call that write the
+ * same output element: on a GPU one of them wins (which one is unspecified);
+ * on the CPU the last one in the list wins.
  *
- * move_data reads its movement list once, before anything is written, into
- * memory of its own (on a GPU: the table of the copy), checking each
- * movement as it reads it; the copy then uses these values only. The list
- * may therefore live in memory the call writes (the output array's own),
- * and a list that another thread edits while the call runs gives, for each
- * movement, either a value from before or one from after the edit: the
- * call checks and applies that value, and never writes outside the output.
- * The list may be changed or freed once move_data has returned.
+ * **The movement list.** move_data reads its movement list once, before
+ * anything is written, into memory of its own (on a GPU: the table of the
+ * copy), checking each movement as it reads it; the copy then uses these
+ * values only. The list may therefore live in memory the call writes (the
+ * output array's own), and a list that another thread edits while the call
+ * runs gives, for each movement, either a value from before or one from after
+ * the edit: the call checks and applies that value, and never writes outside
+ * the output. The list may be changed or freed once move_data has returned.
  *
- * CUDA graphs: move_data on a stream that is capturing a graph is captured
- * (its movement table travels inside the graph's kernel nodes, so every
- * replay reads the right one; the input and output arrays must outlive the
- * graph's launches, and both arrays' streams must be the capturing stream or
- * streams in the same capture). Operations that allocate a new array (create,
- * zeros/full, copy, swap_axes, from_dlpack of a strided tensor, an export to
- * another device, tensormap_to) fail with a clear error while the stream is
- * capturing: make those arrays before capturing.
+ * **CUDA graphs.** move_data on a stream that is capturing a graph is
+ * captured (its movement table travels inside the graph's kernel nodes, so
+ * every replay reads the right one; the input and output arrays must outlive
+ * the graph's launches, and both arrays' streams must be the capturing stream
+ * or streams in the same capture). Operations that allocate a new array
+ * (create, zeros/full, copy, swap_axes, from_dlpack of a strided tensor, an
+ * export to another device, tensormap_to) fail with a clear error while the
+ * stream is capturing: make those arrays before capturing.
  *
- * Handles: the `ptr` of an mtsarray array is a handle (a slot of a table and
- * that slot's generation), not the address of an object. Once the array is
- * destroyed, its `ptr` names no array: a second `destroy` does nothing, and
- * every other callback or function given it fails with "... was not made by
- * mtsarray (or was already destroyed)", even when a newer array was made in
- * the same memory or the same slot. This holds until that slot has been
- * reused 2^28 times (2^28 destroys of other arrays at the very least). A
- * `ptr` that mtsarray did not make is recognised without being read.
+ * **Handles.** The `ptr` of an mtsarray array is a handle (a slot of a table
+ * and that slot's generation), not the address of an object. Once the array
+ * is destroyed, its `ptr` names no array: a second `destroy` does nothing,
+ * and every other callback or function given it fails with an error saying
+ * that the array was not made by mtsarray (or was already destroyed), even
+ * when a newer array was made in the same memory or the same slot. This holds
+ * until that slot has been reused 2^28 times (2^28 destroys of other arrays
+ * at the very least). A pointer that mtsarray did not make is recognised
+ * without being read.
  *
- * Thread safety: every function may be called from any thread; an array
+ * **Thread safety.** Every function may be called from any thread; an array
  * that is being modified (reshape, swap_axes, move_data output, set_stream)
  * must not be used by another thread at the same time.
+
  */
 
 #include <stdbool.h>
@@ -95,6 +99,10 @@
 
 #include "mtsarray/config.h"
 
+/**
+ * Marks the functions the shared library exports (dllexport / dllimport on
+ * Windows, default visibility elsewhere). Not for use in your own code.
+ */
 #if defined(_WIN32)
 #  if defined(MTSARRAY_BUILDING_LIBRARY)
 #    define MTSARRAY_EXPORT __declspec(dllexport)
@@ -115,7 +123,12 @@ extern "C" {
  * `shape_count` is 0, a 0-d scalar). The memory is allocated on the default
  * stream of `device` and zeroed there; the call does not wait for the device.
  * Errors: unsupported dtype (sub-byte, lanes != 1), a backend not compiled
- * in or without a device, out of memory.
+ * in or without a device, out of memory, an invalid host thread count in
+ * the environment (host memory, see `mtsarray_set_num_threads`).
+ *
+ * Graph capture: refused with an error while the device's default stream is
+ * capturing a graph (the memory would outlive a replay): make arrays before
+ * capturing.
  *
  * Host arrays of 4 MiB or more (from every function that makes one) ask
  * Linux for transparent huge pages; MTSARRAY_HUGE_PAGES=0 turns that off, and
@@ -127,7 +140,9 @@ MTSARRAY_EXPORT mts_status_t mtsarray_zeros(DLDevice device, DLDataType dtype,
 
 /**
  * Like `mtsarray_zeros`, filled with `value`: a host pointer to one element
- * of `dtype` (its bytes are copied before the call returns).
+ * of `dtype` (its bytes are copied before the call returns). The fill is
+ * queued on the device's default stream; the call does not wait for it.
+ * Errors and graph capture: as `mtsarray_zeros`, and a NULL `value`.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_full(DLDevice device, DLDataType dtype,
                                            const uintptr_t* shape, uintptr_t shape_count,
@@ -141,6 +156,12 @@ MTSARRAY_EXPORT mts_status_t mtsarray_full(DLDevice device, DLDataType dtype,
  * export of it are gone (pass NULL for memory you manage yourself, and keep
  * it alive that long). `data` may be NULL only when the array is empty.
  * On error, `deleter` is not called and the memory stays the caller's.
+ *
+ * The array works on the device's default stream (`mtsarray_set_stream`
+ * changes it): order your own writes to `data` before that stream's use of
+ * it. Nothing is queued or allocated, so it may be called during a graph
+ * capture. Errors: unsupported dtype, a backend not compiled in or without
+ * a device, NULL `data` for a non-empty array, NULL `array`.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_wrap(void* data, DLDevice device, DLDataType dtype,
                                            const uintptr_t* shape, uintptr_t shape_count,
@@ -154,6 +175,14 @@ MTSARRAY_EXPORT mts_status_t mtsarray_wrap(void* data, DLDevice device, DLDataTy
  * contiguous) and writable; otherwise the data is copied into a new
  * C-contiguous buffer on the same device and the tensor is released at
  * once. `byte_offset` is honoured. The tensor's version.major must be 1.
+ *
+ * The new array works on the device's default stream: a producer that
+ * queued work on another stream orders it first (or, from Python,
+ * `mtsarray.from_dlpack(x, stream=...)` asks it to). The copy made for a
+ * strided or read-only tensor is queued there and refused during a graph
+ * capture; a zero-copy import queues nothing. Errors: NULL arguments, a
+ * version.major other than 1, an unsupported dtype or device, a shape or
+ * strides that do not fit the data, out of memory.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_from_dlpack(DLManagedTensorVersioned* tensor,
                                                   mts_array_t* array);
@@ -167,13 +196,28 @@ MTSARRAY_EXPORT mts_status_t mtsarray_from_dlpack(DLManagedTensorVersioned* tens
  * array is destroyed and, when it is destroyed while the stream captures a
  * graph, until that capture has ended (the free of its memory waits for the
  * end of the capture, then is queued on the stream).
+ *
+ * Errors (the stream is left as it was): a number that is not valid for
+ * the array's device type (CUDA 0, ROCm 1 or 2, anything but -1 on the
+ * CPU), an array that is not an mtsarray array. Call it outside graph capture: the new stream
+ * waits on an event recorded outside the capture.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_set_stream(const mts_array_t* array, int64_t stream);
 
-/** Get the DLPack stream number of the array's work stream (-1 on CPU). */
+/**
+ * Get the DLPack stream number of the array's work stream in `*stream` (-1
+ * on the CPU and for managed memory). Host only: queues nothing, may be
+ * called at any time. Errors: NULL arguments, not an mtsarray array.
+ */
 MTSARRAY_EXPORT mts_status_t mtsarray_get_stream(const mts_array_t* array, int64_t* stream);
 
-/** Block the calling thread until all work queued on the array is done. */
+/**
+ * Block the calling thread until all work queued on the array's work stream
+ * is done (nothing for CPU arrays, whose work is done when a call returns).
+ * Errors: not an mtsarray array, a device error reported by the runtime,
+ * and a stream that is capturing a graph (its work runs when the graph is
+ * launched: the host can not wait for it).
+ */
 MTSARRAY_EXPORT mts_status_t mtsarray_synchronize(const mts_array_t* array);
 
 /**
@@ -181,7 +225,9 @@ MTSARRAY_EXPORT mts_status_t mtsarray_synchronize(const mts_array_t* array);
  * pointer for GPU arrays). It stays valid until the array is destroyed,
  * reshaped in place excepted; swap_axes moves the data to a new buffer.
  * Work queued on the array may still be running: synchronise or order your
- * own stream after the array's work stream before reading.
+ * own stream after the array's work stream before reading. Host only:
+ * queues nothing, may be called at any time. Errors: NULL arguments, not an
+ * mtsarray array.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_data(const mts_array_t* array, void** data);
 
@@ -211,6 +257,9 @@ MTSARRAY_EXPORT mts_status_t mtsarray_data(const mts_array_t* array, void** data
  * Errors (nothing is written): NULL arguments, a destination that is not an
  * mtsarray array, another dtype or shape, a device that can not be used, a
  * source whose export fails.
+ *
+ * Graph capture: not supported in this version: make the copy outside a
+ * capture (move_data and movement plans are the operations that capture).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_copy_into(const mts_array_t* destination, const mts_array_t* source);
 
@@ -259,7 +308,9 @@ typedef struct mtsarray_move_plan_t mtsarray_move_plan_t;
  * `movements_count` is 0), an output that is not an mtsarray array, another
  * dtype or device, other component axes, fewer than two axes, a movement
  * out of range (named by its index and field), an invalid thread count in
- * the environment (host memory), out of host memory.
+ * the environment (host memory), out of host memory, and a stream of
+ * `output` that is capturing a graph (on a GPU the table is uploaded on
+ * that stream: make plans before capturing).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_create(const mts_array_t* output, const mts_array_t* input,
                                                       const mts_data_movement_t* movements,
@@ -314,6 +365,8 @@ MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_free(mtsarray_move_plan_t* plan)
 /**
  * `*result` is true when `array` was made by mtsarray and is still alive,
  * including the borrowed views libmetatensor hands out (destroy = NULL).
+ * The handle is looked up without being read; host only, may be called at
+ * any time. Errors: NULL arguments.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_is_mtsarray(const mts_array_t* array, bool* result);
 
@@ -322,6 +375,8 @@ MTSARRAY_EXPORT mts_status_t mtsarray_is_mtsarray(const mts_array_t* array, bool
  * AND at least one device can be used at run time (a driver and a GPU are
  * present). kDLCPU is always available; host-accessible GPU memory types
  * (kDLCUDAHost, kDLCUDAManaged, kDLROCMHost) follow their GPU backend.
+ * For a GPU device type this asks the runtime whether it has a device.
+ * Host only, queues nothing. Errors: NULL `available`.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_backend_available(DLDeviceType device_type,
                                                         bool* available);
@@ -329,7 +384,8 @@ MTSARRAY_EXPORT mts_status_t mtsarray_backend_available(DLDeviceType device_type
 /**
  * Why the backend for `device_type` can not be used: a NUL-terminated
  * message owned by mtsarray (valid until the program ends), or "" when it is
- * available.
+ * available. Never fails: a device type no backend serves gets a message
+ * saying so.
  */
 MTSARRAY_EXPORT const char* mtsarray_backend_unavailable_reason(DLDeviceType device_type);
 
@@ -344,6 +400,11 @@ MTSARRAY_EXPORT const char* mtsarray_backend_unavailable_reason(DLDeviceType dev
  * host copy, so libmetatensor reading them back costs no device transfer.
  * On success `*result` is a new tensor map to release with
  * `mts_tensormap_free`.
+ *
+ * Errors (no tensor map is made): NULL arguments, an invalid stream number
+ * for `device`, a backend not compiled in or without a device, a dtype
+ * mtsarray does not store, an array whose export fails, out of memory, and
+ * a `stream` that is capturing a graph (the call makes new arrays).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_tensormap_to(const mts_tensormap_t* tensor, DLDevice device,
                                                    int64_t stream, mts_tensormap_t** result);
@@ -358,8 +419,11 @@ MTSARRAY_EXPORT mts_status_t mtsarray_tensormap_to(const mts_tensormap_t* tensor
  * last array they made is gone (the allocator must outlive them).
  */
 typedef struct mtsarray_allocator_t {
+    /** Passed as the first argument of both functions, never read by mtsarray. */
     void* context;
+    /** `bytes` bytes on `device` for work on `stream`, or NULL when there are none. */
     void* (*allocate)(void* context, DLDevice device, int64_t stream, size_t bytes);
+    /** Gives back `data` (`bytes` bytes from `allocate`) after the work queued on `stream`. */
     void (*deallocate)(void* context, DLDevice device, int64_t stream, void* data, size_t bytes);
 } mtsarray_allocator_t;
 
@@ -372,7 +436,8 @@ typedef struct mtsarray_allocator_t {
  * synchronisation (see `mtsarray_release_cached_memory`); a program that
  * already has a caching allocator (PyTorch, RMM, ...) can route mtsarray
  * through it with this. Errors: another device type, NULL functions, the
- * backend not compiled in.
+ * backend not compiled in. Arrays made before the call keep their memory
+ * from the allocator that made it. Call it outside graph capture.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_set_allocator(DLDeviceType device_type,
                                                     const mtsarray_allocator_t* allocator);
@@ -382,7 +447,8 @@ MTSARRAY_EXPORT mts_status_t mtsarray_set_allocator(DLDeviceType device_type,
  * to the device (for another library that needs it). Memory still in use, or
  * whose free is still queued on a stream, stays. No-op for the CPU and for
  * a device type whose backend has no device; errors for a backend not
- * compiled in.
+ * compiled in. The call does not wait for any stream. Call it outside graph
+ * capture: trimming a pool is one of the calls a capture forbids.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_release_cached_memory(DLDevice device);
 
@@ -446,7 +512,11 @@ MTSARRAY_EXPORT mts_status_t mtsarray_set_num_threads(int32_t count);
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_get_num_threads(int32_t* count);
 
-/** The version of this library, "MAJOR.MINOR.PATCH". */
+/**
+ * The version of this library, "MAJOR.MINOR.PATCH" (a static string, the
+ * same as `MTSARRAY_VERSION` in mtsarray/config.h of the headers it was built
+ * with). Never fails.
+ */
 MTSARRAY_EXPORT const char* mtsarray_version(void);
 
 #ifdef __cplusplus

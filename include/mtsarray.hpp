@@ -1,11 +1,17 @@
 #ifndef MTSARRAY_HPP
 #define MTSARRAY_HPP
-// Header-only C++ layer over mtsarray.h: `mtsarray::Array` owns one mtsarray
-// array (move-only, destroyed with it) and throws `mtsarray::Error` where the
-// C API returns an error, and from every member of an empty (moved-from)
-// Array. Hand an array to metatensor with
-// `std::move(array).into_metatensor()` (a metatensor::MtsArray, accepted by
-// metatensor::TensorBlock and Labels) or `std::move(array).release()`.
+/**
+ * @file mtsarray.hpp
+ * @brief The C++ API of mtsarray: a header-only layer over mtsarray.h.
+ *
+ * `mtsarray::Array` owns one mtsarray array (move-only, destroyed with it)
+ * and throws `mtsarray::Error` where the C API returns an error, and from
+ * every member of an empty (moved-from) Array. Hand an array to metatensor
+ * with `std::move(array).into_metatensor()` (a metatensor::MtsArray,
+ * accepted by metatensor::TensorBlock and Labels) or
+ * `std::move(array).release()`. Streams, graph capture and threads are those
+ * of the C function each member calls (mtsarray.h).
+ */
 
 #include <cstdint>
 #include <string>
@@ -17,12 +23,14 @@
 
 #include "mtsarray.h"
 
+/// The C++ API of mtsarray (include/mtsarray.hpp).
 namespace mtsarray {
 
 /// Every error reported by mtsarray; a metatensor::Error so that code
 /// catching metatensor's errors catches ours too.
 class Error : public metatensor::Error {
 public:
+    /// An error with mtsarray's `message` (what() returns it).
     explicit Error(const std::string& message) : metatensor::Error(message) {}
 };
 
@@ -70,6 +78,11 @@ inline int32_t num_threads() {
     return count;
 }
 
+/// One mtsarray array, owned: destroyed with the object (or handed on with
+/// release() / into_metatensor()). Move-only; every member of an empty
+/// (moved-from or released) Array throws Error, has_value() excepted. The
+/// work of every member is queued on the array's stream, as the C function
+/// it calls says.
 class Array {
 public:
     /// Takes ownership of an mts_array_t made by mtsarray; throws Error (and
@@ -83,14 +96,15 @@ public:
         array_ = array;
     }
 
-    /// Zero-filled array (mtsarray_zeros).
+    /// Zero-filled array (mtsarray_zeros): filled on the device's default
+    /// stream without waiting; refused during a graph capture.
     static Array zeros(DLDevice device, DLDataType dtype, const std::vector<uintptr_t>& shape) {
         mts_array_t array = {};
         details::check(mtsarray_zeros(device, dtype, shape.data(), shape.size(), &array));
         return Array(array, Adopt{});
     }
 
-    /// Array filled with `value` (mtsarray_full).
+    /// Array filled with `value` (mtsarray_full), whose type gives the dtype.
     template <typename T>
     static Array full(DLDevice device, const std::vector<uintptr_t>& shape, T value) {
         mts_array_t array = {};
@@ -107,7 +121,8 @@ public:
         return Array(array, Adopt{});
     }
 
-    /// Import a DLPack tensor (always takes ownership of it).
+    /// Import a DLPack tensor (mtsarray_from_dlpack: always takes ownership
+    /// of it, zero-copy when it is C-contiguous and writable).
     static Array from_dlpack(DLManagedTensorVersioned* tensor) {
         mts_array_t array = {};
         details::check(mtsarray_from_dlpack(tensor, &array));
@@ -117,7 +132,9 @@ public:
     ~Array() { reset(); }
     Array(const Array&) = delete;
     Array& operator=(const Array&) = delete;
+    /// Takes `other`'s array; `other` is left empty.
     Array(Array&& other) noexcept : array_(other.array_) { other.array_ = {}; }
+    /// Destroys this array, then takes `other`'s; `other` is left empty.
     Array& operator=(Array&& other) noexcept {
         if (this != &other) {
             reset();
@@ -127,7 +144,9 @@ public:
         return *this;
     }
 
-    /// Deep copy onto `device` (the `copy` callback).
+    /// Deep copy onto `device` (the `copy` callback): queued on that device's
+    /// default stream after the array's work; a copy to host memory waits
+    /// for the data. Refused during a graph capture (it allocates).
     Array copy(DLDevice device) const {
         mts_array_t array = {};
         const auto& self = checked();
@@ -139,8 +158,10 @@ public:
     /// shape, any devices), queued on this array's stream
     /// (mtsarray_copy_into). `source` may be any metatensor array.
     void copy_from(const mts_array_t& source) { details::check(mtsarray_copy_into(&checked(), &source)); }
+    /// copy_from() of another mtsarray::Array.
     void copy_from(const Array& source) { copy_from(source.checked()); }
 
+    /// The DLPack device the data lives on (the `device` callback).
     DLDevice device() const {
         DLDevice device = {};
         const auto& self = checked();
@@ -148,6 +169,7 @@ public:
         return device;
     }
 
+    /// The DLPack type of the elements (the `dtype` callback).
     DLDataType dtype() const {
         DLDataType dtype = {};
         const auto& self = checked();
@@ -155,6 +177,7 @@ public:
         return dtype;
     }
 
+    /// The dimensions (the `shape` callback).
     std::vector<uintptr_t> shape() const {
         const uintptr_t* shape = nullptr;
         uintptr_t count = 0;
@@ -163,7 +186,8 @@ public:
         return std::vector<uintptr_t>(shape, shape + count);
     }
 
-    /// Pointer to the first element, on the array's device.
+    /// Pointer to the first element, on the array's device (mtsarray_data):
+    /// work queued on the array may still be running.
     void* data() const {
         void* data = nullptr;
         details::check(mtsarray_data(&checked(), &data));
@@ -181,7 +205,7 @@ public:
     /// already queued.
     void set_stream(int64_t stream) { details::check(mtsarray_set_stream(&checked(), stream)); }
 
-    /// Wait for all work queued on the array.
+    /// Block until all work queued on the array is done (mtsarray_synchronize).
     void synchronize() const { details::check(mtsarray_synchronize(&checked())); }
 
     /// The underlying mts_array_t, still owned by this Array (all zero for
@@ -232,11 +256,14 @@ private:
 /// as far as the movements allow). Move-only; freed with the object.
 class MovePlan {
 public:
-    /// Checks `movements` for `output` and `input` and keeps a copy of them.
+    /// Checks `movements` for `output` and `input` and keeps a copy of them
+    /// (mtsarray_move_plan_create; `input` may be any metatensor array).
     MovePlan(const Array& output, const mts_array_t& input, const std::vector<mts_data_movement_t>& movements)
         : MovePlan(output, input, movements.data(), movements.size()) {}
+    /// The plan of `movements` from one mtsarray::Array into another.
     MovePlan(const Array& output, const Array& input, const std::vector<mts_data_movement_t>& movements)
         : MovePlan(output, input.get(), movements.data(), movements.size()) {}
+    /// The plan of the `count` movements at `movements` (read once).
     MovePlan(const Array& output, const mts_array_t& input, const mts_data_movement_t* movements, uintptr_t count) {
         if (!output.has_value()) {
             throw Error("mtsarray::MovePlan: the output Array is empty (moved from or released)");
@@ -247,7 +274,9 @@ public:
     ~MovePlan() { reset(); }
     MovePlan(const MovePlan&) = delete;
     MovePlan& operator=(const MovePlan&) = delete;
+    /// Takes `other`'s plan; `other` is left empty.
     MovePlan(MovePlan&& other) noexcept : plan_(other.plan_) { other.plan_ = nullptr; }
+    /// Frees this plan, then takes `other`'s; `other` is left empty.
     MovePlan& operator=(MovePlan&& other) noexcept {
         if (this != &other) {
             reset();
@@ -268,6 +297,7 @@ public:
         }
         details::check(mtsarray_move_plan_execute(plan_, &output.get(), &input));
     }
+    /// execute() from another mtsarray::Array.
     void execute(Array& output, const Array& input) const { execute(output, input.get()); }
 
     /// The C plan, still owned by this object (NULL once moved from).

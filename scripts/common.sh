@@ -12,6 +12,8 @@
 #   MTSARRAY_VENV                 Python virtual environment (default: <repo>/.venv)
 #   MTSARRAY_EXTRA_PYTHONS        other Python versions test.sh builds and tests the package on
 #                                 (default: "3.13"; "" for none)
+#   MTSARRAY_DOCS                 ON | OFF: test.sh builds and checks the documentation
+#                                 (scripts/docs.sh; default: ON)
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${MTSARRAY_BUILD_DIR:-$REPO_ROOT/build}"
@@ -30,15 +32,18 @@ METATENSOR_OPERATIONS_VERSION="0.5.0"
 MPI4PY_VERSION="4.1.2"
 
 # What a Python environment for the package holds (pip requirement
-# strings): python/pyproject.toml's build requirements and dependencies,
-# pytest, and metatensor-operations for the tests of the bridged TensorMaps.
-# The venv of setup.sh, and those of the other Pythons test.sh runs.
+# strings): python/pyproject.toml's build requirements (nanobind pinned there
+# too: the committed type stubs are its stubgen's) and dependencies, pytest,
+# and metatensor-operations for the tests of the bridged TensorMaps. The
+# venv of setup.sh (which adds docs/requirements.txt), and those of the
+# other Pythons test.sh runs.
+NANOBIND_VERSION="3.1.0"
 PYTHON_PACKAGES=(
     "metatensor-core==$METATENSOR_VERSION"
     "metatensor-operations==$METATENSOR_OPERATIONS_VERSION"
     "numpy>=2.1"
     "scikit-build-core>=1.0"
-    "nanobind>=2.4"
+    "nanobind==$NANOBIND_VERSION"
     "pytest"
 )
 

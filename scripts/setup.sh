@@ -2,8 +2,9 @@
 # Set up a fresh Debian machine to build mtsarray: system packages (when run
 # as root with apt-get) and a Python virtual environment at <repo>/.venv with
 # metatensor-core (libmetatensor, metatensor.h/.hpp, DLPack, CMake config),
-# NumPy, and what builds and tests the Python package in python/
-# (scikit-build-core, nanobind, pytest).
+# NumPy, what builds and tests the Python package in python/
+# (scikit-build-core, nanobind, pytest, build, mypy) and what builds the
+# documentation (docs/requirements.txt, pinned).
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 
@@ -20,6 +21,9 @@ APT_PACKAGES=(
     clang libclang-rt-14-dev
     # MPI for examples/mpi_halo.c and its tests (mpirun with 2 and 4 ranks)
     openmpi-bin libopenmpi-dev
+    # the documentation (scripts/docs.sh): the headers' XML for Breathe, and
+    # the browser that renders pages to PNGs, with a font to render them in
+    doxygen chromium fonts-dejavu-core
 )
 
 install_system_packages() {
@@ -49,12 +53,20 @@ install_system_packages() {
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# The venv holds PYTHON_PACKAGES (common.sh).
+# The venv holds PYTHON_PACKAGES (common.sh) and docs/requirements.txt.
+DOCS_REQUIREMENTS="$REPO_ROOT/docs/requirements.txt"
+
 venv_is_ready() {
-    [[ -x "$VENV_PYTHON" ]] && "$VENV_PYTHON" - "$METATENSOR_VERSION" <<'EOF' >/dev/null 2>&1
+    [[ -x "$VENV_PYTHON" ]] && "$VENV_PYTHON" - "$METATENSOR_VERSION" "$DOCS_REQUIREMENTS" "$NANOBIND_VERSION" <<'EOF' >/dev/null 2>&1
 import sys
 from importlib.metadata import version
 import metatensor, metatensor.operations, numpy, nanobind, pytest, scikit_build_core  # noqa: F401
+# the pinned versions: nanobind (the type stubs) and the documentation's tools
+pins = [line.split("#")[0].strip() for line in open(sys.argv[2])] + ["nanobind==" + sys.argv[3]]
+for pin in filter(None, pins):
+    name, wanted = pin.split("==")
+    if version(name) != wanted:
+        sys.exit(1)
 # NumPy >= 2.1: DLPack max_version and the read-only flag (python/tests)
 numpy_ok = tuple(int(part) for part in numpy.__version__.split(".")[:2]) >= (2, 1)
 # scikit-build-core >= 1.0: sdist.force-include (python/pyproject.toml)
@@ -92,9 +104,10 @@ create_venv() {
         "$python" -m venv "$VENV_DIR" ||
             die "'$python -m venv' failed (on Debian: apt-get install python3-venv)"
     fi
-    log "pip install ${PYTHON_PACKAGES[*]}"
-    "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check "${PYTHON_PACKAGES[@]}"
-    venv_is_ready || die "${PYTHON_PACKAGES[*]}: not all importable from $VENV_PYTHON"
+    log "pip install ${PYTHON_PACKAGES[*]} -r docs/requirements.txt"
+    "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check "${PYTHON_PACKAGES[@]}" \
+        -r "$DOCS_REQUIREMENTS"
+    venv_is_ready || die "${PYTHON_PACKAGES[*]}, docs/requirements.txt: not all installed in $VENV_PYTHON"
 }
 
 report() {
@@ -114,7 +127,9 @@ report() {
         "google benchmark" "$(ls -d /usr/include/benchmark 2>/dev/null || echo 'not found (optional)')" \
         "nvcc (CUDA backend)" "${nvcc:-not found: CUDA backend will be off}" \
         "hipcc (HIP backend)" "${hipcc:-not found: HIP backend will be off}" \
-        "mpiexec (mpi_halo)" "${mpiexec:-not found: the tests of examples/mpi_halo.c will be skipped}"
+        "mpiexec (mpi_halo)" "${mpiexec:-not found: the tests of examples/mpi_halo.c will be skipped}" \
+        "doxygen (docs)" "$(command -v doxygen || echo 'not found: scripts/docs.sh will fail')" \
+        "chromium (docs)" "$(command -v chromium || echo 'not found: scripts/docs.sh will fail')"
 }
 
 install_system_packages

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command: set up, build (Release; CUDA when nvcc is found), run the
-# GoogleTest suite, build the Python package and run its tests, install,
-# build and run the find_package consumer and the examples against the
-# installation, then the HIP build when available.
+# GoogleTest suite, build the Python package's sdist and wheel and run its
+# tests, build and check the documentation, install, build and run the
+# find_package consumer and the examples against the installation, then the
+# HIP build when available.
 #
 # Usage: bash scripts/test.sh          (see scripts/common.sh for env knobs)
 set -euo pipefail
@@ -15,23 +16,55 @@ run_tests() {
     ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS"
 }
 
-# The mtsarray Python package (python/), built from these sources into the
-# venv -- with the CUDA backend when nvcc is found, like the build above
-# (MTSARRAY_CUDA, MTSARRAY_CUDA_ARCHITECTURES) -- in a build folder that is
-# kept, so that a second run rebuilds only what changed; then its tests
-# (python/tests: NumPy and metatensor interop, GPU cases that skip without a
-# GPU, the Python example and benchmarks).
-test_python_package() {
-    local -a config=(-C "build-dir=$BUILD_DIR/python-package")
+# The mtsarray Python package (python/), built once: `python -m build python`
+# makes the sdist (the C++ sources inside) and, from that sdist, the wheel,
+# each in a fresh isolated environment (the build requirements from PyPI) --
+# with the CUDA backend when nvcc is found, like the build above
+# (MTSARRAY_CUDA, MTSARRAY_CUDA_ARCHITECTURES). So the sdist is known to
+# build; the wheel is then installed alone in a fresh venv, where the Python
+# quick start must run, and into the project's venv for the tests below.
+PYTHON_DIST_DIR="$BUILD_DIR/python-dist"
+
+build_python_package() {
+    local -a config=()
     if [[ -n "${MTSARRAY_CUDA_ARCHITECTURES:-}" ]]; then
         config+=(-C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$MTSARRAY_CUDA_ARCHITECTURES")
     fi
-    log "pip install ./python (MTSARRAY_CUDA=${MTSARRAY_CUDA:-auto}, build folder $BUILD_DIR/python-package)"
-    # the build requirements and the dependencies are setup.sh's
-    CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check \
-        --no-build-isolation --no-deps "${config[@]}" "$REPO_ROOT/python"
+    rm -rf "$PYTHON_DIST_DIR"
+    log "python -m build python (MTSARRAY_CUDA=${MTSARRAY_CUDA:-auto}): the sdist, then the wheel from it"
+    "$VENV_PYTHON" -m build --outdir "$PYTHON_DIST_DIR" "${config[@]}" "$REPO_ROOT/python"
+    local wheel
+    wheel="$(python_wheel)"
+    log "a fresh venv with the wheel alone: $(basename "$wheel")"
+    local fresh="$BUILD_DIR/python-fresh-venv"
+    rm -rf "$fresh"
+    "$VENV_PYTHON" -m venv "$fresh"
+    "$fresh/bin/python" -m pip install --quiet --disable-pip-version-check "$wheel"
+    # from / so that nothing of the repository is importable but the wheel's
+    (cd / && "$fresh/bin/python" "$REPO_ROOT/examples/python/quick_start.py")
+    rm -rf "$fresh"
+}
+
+python_wheel() {
+    local -a wheels=("$PYTHON_DIST_DIR"/mtsarray-*.whl)
+    [[ ${#wheels[@]} -eq 1 && -f "${wheels[0]}" ]] || die "expected one wheel in $PYTHON_DIST_DIR"
+    echo "${wheels[0]}"
+}
+
+# The wheel built above, installed into the venv (no second build of the
+# library), then its tests (python/tests: NumPy and metatensor interop, GPU
+# cases that skip without a GPU, the Python examples and benchmarks), the
+# committed type stub against the extension's, and the type check of the
+# examples.
+test_python_package() {
+    log "pip install $(basename "$(python_wheel)") into $VENV_DIR"
+    "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall \
+        "$(python_wheel)"
     log "pytest python/tests"
     run_python_tests "$VENV_PYTHON"
+    bash "$REPO_ROOT/scripts/python_stubs.sh" --check
+    log "mypy examples/python (the installed package's type hints)"
+    (cd "$REPO_ROOT" && "$VENV_DIR/bin/mypy" --config-file python/pyproject.toml examples/python)
 }
 
 # run_python_tests PYTHON [pytest arguments...]: python/tests against the
@@ -164,8 +197,13 @@ build_and_test_hip() {
 bash "$REPO_ROOT/scripts/setup.sh"
 configure_and_build "$BUILD_DIR"
 run_stage "ctest" run_tests
-run_stage "Python package (python/)" test_python_package
+run_stage "Python package: sdist, wheel, fresh venv (python/)" build_python_package
+run_stage "Python package: tests, type stubs, mypy (python/)" test_python_package
 run_stage "Python package on other Pythons (${MTSARRAY_EXTRA_PYTHONS-3.13})" test_python_package_on_other_pythons
+# the site is built alone (no library build); MTSARRAY_DOCS=OFF skips it
+if [[ "${MTSARRAY_DOCS:-ON}" != OFF ]]; then
+    run_stage "documentation (scripts/docs.sh)" env MTSARRAY_DOCS_SKIP_SETUP=1 bash "$REPO_ROOT/scripts/docs.sh"
+fi
 run_stage "installed package (tests/install, examples)" test_installation
 run_stage "HIP build and tests" build_and_test_hip
 # ASan+UBSan (leaks included) over the whole suite, TSan over the concurrency

@@ -134,7 +134,7 @@ def main():
 
     first = training_step(check=True)
 
-    if device.type == "cuda":
+    if stream is not None:
         # nothing in a step may wait for the device: queue 0.1 s of GPU work
         # first, run steps, and check the stream is still busy afterwards
         torch.cuda.synchronize()

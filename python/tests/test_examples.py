@@ -14,6 +14,7 @@ from conftest import optional
 
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = REPOSITORY / "examples" / "python" / "training_step.py"
+QUICK_START = REPOSITORY / "examples" / "python" / "quick_start.py"
 TORCH_BENCH = REPOSITORY / "bench" / "torch_move_data.py"
 OVERHEAD_BENCH = REPOSITORY / "bench" / "python_overhead.py"
 OPERATIONS_BENCH = REPOSITORY / "bench" / "tensormap_operations.py"
@@ -31,10 +32,19 @@ def run(script, *arguments, timeout=600):
     return result.stdout
 
 
-@pytest.mark.parametrize("script", [EXAMPLE, MPI_HALO, TORCH_BENCH, OVERHEAD_BENCH, OPERATIONS_BENCH],
+@pytest.mark.parametrize("script", [EXAMPLE, QUICK_START, MPI_HALO, TORCH_BENCH, OVERHEAD_BENCH, OPERATIONS_BENCH],
                          ids=lambda path: path.name)
 def test_scripts_compile(script):
     py_compile.compile(str(script), doraise=True, cfile=None, optimize=-1)
+
+
+def test_quick_start():
+    # the Python quick start of the documentation, as a user runs it
+    output = run(QUICK_START)
+    assert "quick_start: every value is right" in output
+    assert "as expected:" in output and "out of range" in output
+    output = run(QUICK_START, "--device", "auto")  # a GPU when there is one
+    assert "quick_start: every value is right" in output
 
 
 @pytest.mark.skipif(torch is None, reason="torch is not installed: the example needs PyTorch")

@@ -6,6 +6,7 @@ import importlib.metadata
 import inspect
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import threading
@@ -19,9 +20,27 @@ mtsarray = require("mtsarray")
 PACKAGE = pathlib.Path(mtsarray.__file__).parent
 
 
+REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
+
+
 def test_version():
+    # one number: the package's metadata and __version__ are the library's
+    # mtsarray_version() (test_libmtsarray_finds_libmetatensor_by_itself
+    # reads it from the packaged libmtsarray.so too)
     assert mtsarray.__version__ == importlib.metadata.version("mtsarray")
+    assert mtsarray.__version__ == mtsarray._mtsarray._library_version
     assert mtsarray.__version__.count(".") == 2
+
+
+@pytest.mark.skipif(not (REPOSITORY / "CMakeLists.txt").is_file(), reason="not in the repository (an sdist?)")
+def test_version_is_the_one_of_cmake_project():
+    # CMake's project() is where the number is written; the C library and the
+    # package metadata (python/pyproject.toml reads it) follow, and so does
+    # the documentation (scripts/check_docs_site.py checks the built site)
+    text = (REPOSITORY / "CMakeLists.txt").read_text()
+    match = re.search(r"project\(mtsarray\s+VERSION\s+([0-9.]+)", text)
+    assert match is not None
+    assert mtsarray.__version__ == match.group(1)
 
 
 def test_libraries_are_found_without_ld_library_path():

@@ -2,7 +2,8 @@
 # another CMake project) would. Run by ctest as
 #   cmake -DBUILD_DIR=... -DWORK_DIR=... -DSOURCE_DIR=... -DPKG_CONFIG=...
 #         -DC_COMPILER=... [-DFortran_COMPILER=...] -DCONFIG=...
-#         -Dmetatensor_DIR=... -DHAS_CUDA=0|1 -DHAS_HIP=0|1 -P check_install.cmake
+#         -Dmetatensor_DIR=... -DHAS_CUDA=0|1 -DHAS_HIP=0|1 -DVERSION=<major.minor>
+#         -P check_install.cmake
 # 1. `cmake --install` into a scratch prefix;
 # 2. consumer.c compiled with `pkg-config --cflags --libs mtsarray` and run;
 # 3. with the Fortran module installed: the installed example_md.f90
@@ -59,7 +60,7 @@ foreach(component cpu cuda hip)
     file(WRITE ${project}/CMakeLists.txt
         "cmake_minimum_required(VERSION 3.22)\n"
         "project(components LANGUAGES CXX)\n"
-        "find_package(mtsarray 0.1 CONFIG REQUIRED COMPONENTS ${component})\n"
+        "find_package(mtsarray ${VERSION} CONFIG REQUIRED COMPONENTS ${component})\n"
         "message(STATUS \"mtsarray ${component}: found\")\n")
     execute_process(
         COMMAND ${CMAKE_COMMAND} -S ${project} -B ${project}/build

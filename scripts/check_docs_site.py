@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Checks of the built documentation site (scripts/docs.sh runs them all).
+
+    check_docs_site.py links SITE
+        every internal link and image of every page leads somewhere: the file
+        exists and, for a link with a #fragment, the page has that id.
+        Offline: external links (http, https, mailto) are not followed.
+    check_docs_site.py reference SITE DOXYGEN_XML
+        every documented public symbol of the C and C++ headers (Doxygen's
+        XML) and every public name of the Python package (with the members
+        of its classes) is on a reference page (the site's objects.inv), and
+        every public Python name has a docstring.
+    check_docs_site.py pages SITE SCREENSHOTS
+        the pages that scripts/docs.sh rendered with Chromium show their
+        content: the HTML has the headings the page must have, and the PNG is
+        not blank (more than one colour, and text where the page's content is).
+
+Each prints what it checked, and every problem it finds; exits 1 if any.
+"""
+
+import html.parser
+import pathlib
+import re
+import sys
+import urllib.parse
+import xml.etree.ElementTree as ElementTree
+import zlib
+
+# ---- the pages ----------------------------------------------------------------
+
+
+class PageParser(html.parser.HTMLParser):
+    """The ids, the links and the headings of one HTML page."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.ids = set()
+        self.links = []  # (attribute, value)
+        self.headings = []
+        self._heading = None
+        self._skip = 0  # inside a heading's permalink
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        for name in ("id", "name"):
+            if attributes.get(name):
+                self.ids.add(attributes[name])
+        for name in ("href", "src"):
+            if attributes.get(name) is not None and tag in ("a", "img", "link", "script", "source"):
+                self.links.append((name, attributes[name]))
+        if re.fullmatch(r"h[1-4]", tag):
+            self._heading = []
+        elif self._heading is not None and "headerlink" in (attributes.get("class") or ""):
+            self._skip += 1
+
+    def handle_endtag(self, tag):
+        if re.fullmatch(r"h[1-4]", tag) and self._heading is not None:
+            self.headings.append(" ".join("".join(self._heading).split()))
+            self._heading = None
+        elif tag == "a" and self._skip:
+            self._skip -= 1
+
+    def handle_data(self, data):
+        if self._heading is not None and not self._skip:
+            self._heading.append(data)
+
+
+def parse_page(path):
+    parser = PageParser()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return parser
+
+
+def check_links(site):
+    pages = {path: parse_page(path) for path in sorted(site.rglob("*.html"))}
+    problems = []
+    checked = 0
+    for path, page in pages.items():
+        for attribute, value in page.links:
+            url = urllib.parse.urlsplit(value)
+            if url.scheme or value.startswith("//"):
+                continue  # external (http, https, mailto, data): not followed offline
+            checked += 1
+            where = f"{path.relative_to(site)}: {attribute}='{value}'"
+            target = path if url.path == "" else (path.parent / urllib.parse.unquote(url.path)).resolve()
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.is_file():
+                problems.append(f"{where}: no such file ({target})")
+                continue
+            if url.fragment and target.suffix == ".html":
+                target_page = pages.get(target) or parse_page(target)
+                if urllib.parse.unquote(url.fragment) not in target_page.ids:
+                    problems.append(f"{where}: {target.relative_to(site)} has no id '{url.fragment}'")
+    print(f"links: {checked} internal links and images on {len(pages)} pages checked")
+    return problems
+
+
+# ---- the reference --------------------------------------------------------------
+
+
+def read_inventory(site):
+    """{(domain:role, name)} of the site's objects.inv (Sphinx's format 2)."""
+    data = (site / "objects.inv").read_bytes()
+    header_end = 0
+    for _ in range(4):
+        header_end = data.index(b"\n", header_end) + 1
+    entries = set()
+    for line in zlib.decompress(data[header_end:]).decode("utf-8").splitlines():
+        match = re.match(r"(.+?)\s+(\S+:\S+)\s+(-?\d+)\s+(\S+)\s+(.*)", line)
+        if match:
+            entries.add((match.group(2), match.group(1)))
+    return entries
+
+
+def documented(memberdef):
+    text = "".join(memberdef.find("briefdescription").itertext()) + "".join(
+        memberdef.find("detaileddescription").itertext())
+    return text.strip() != ""
+
+
+def doxygen_symbols(xml):
+    """(kind, qualified name, domain) of every documented public symbol."""
+    symbols = []
+    for path in sorted(xml.glob("*.xml")):
+        if path.name in ("index.xml", "Doxyfile.xml"):
+            continue
+        for compound in ElementTree.parse(path).getroot().iter("compounddef"):
+            kind = compound.get("kind")
+            name = compound.findtext("compoundname")
+            if compound.get("prot", "public") != "public":
+                continue
+            language = compound.get("language")
+            domain = "cpp" if language == "C++" and kind != "file" else "c"
+            if kind in ("class", "struct"):
+                if "::details" in name or not documented(compound):
+                    continue
+                domain = "cpp" if "::" in name else "c"
+                symbols.append((kind, name, domain))
+            elif kind not in ("file", "namespace"):
+                continue
+            if kind == "file" and name.endswith(".hpp"):
+                continue  # its namespace lists the same members
+            if kind == "namespace" and name != "mtsarray":
+                continue
+            for member in compound.iter("memberdef"):
+                if member.get("prot") != "public" or not documented(member):
+                    continue
+                if "=delete" in (member.findtext("argsstring") or "").replace(" ", ""):
+                    continue
+                member_name = member.findtext("name")
+                qualified = f"{name}::{member_name}" if kind in ("class", "namespace") or "::" in name else member_name
+                if kind == "struct" and "::" not in name:
+                    qualified = f"{name}.{member_name}"
+                symbols.append((member.get("kind"), qualified, "cpp" if "::" in qualified else "c"))
+    return symbols
+
+
+def check_reference(site, xml):
+    inventory = read_inventory(site)
+    names = {(role.split(":")[0], name) for role, name in inventory}
+    problems = []
+    symbols = doxygen_symbols(xml)
+    for kind, name, domain in symbols:
+        if (domain, name) not in names:
+            problems.append(f"{kind} {name} ({domain}) is documented in the headers but on no reference page")
+    print(f"reference: {len(symbols)} documented public C and C++ symbols")
+
+    import inspect
+
+    import mtsarray
+
+    public = [name for name in mtsarray.__all__ if name != "__version__"]
+    checked = 0
+    for name in public:
+        value = getattr(mtsarray, name)
+        members = [(f"mtsarray.{name}", value)]
+        if inspect.isclass(value) and not issubclass(value, BaseException):
+            for member, member_value in vars(value).items():
+                if member.startswith("_") and member not in ("__dlpack__", "__dlpack_device__", "__array__",
+                                                              "__len__", "__call__"):
+                    continue
+                if type(value).__name__.endswith("EnumType") or isinstance(member_value, value):
+                    continue  # an enumerator: a value, documented by its enumeration
+                members.append((f"mtsarray.{name}.{member}", member_value))
+        for qualified, member_value in members:
+            checked += 1
+            if not (inspect.getdoc(member_value) or "").strip():
+                problems.append(f"{qualified} has no docstring")
+            if ("py", qualified) not in names:
+                problems.append(f"{qualified} is on no reference page")
+    if ("py", "mtsarray.__version__") not in names:
+        problems.append("mtsarray.__version__ is on no reference page")
+    print(f"reference: {checked} public Python names and members")
+    problems += check_versions(site, mtsarray)
+    return problems
+
+
+def check_versions(site, mtsarray):
+    """One version everywhere: CMake's project(), the package's metadata and
+    __version__ (the C library's mtsarray_version()), and the site."""
+    import importlib.metadata
+
+    text = (pathlib.Path(__file__).resolve().parents[1] / "CMakeLists.txt").read_text(encoding="utf-8")
+    cmake = re.search(r"project\(mtsarray\s+VERSION\s+([0-9.]+)", text).group(1)
+    found = {
+        "CMakeLists.txt project()": cmake,
+        "the package's metadata": importlib.metadata.version("mtsarray"),
+        "mtsarray.__version__ (mtsarray_version())": mtsarray.__version__,
+    }
+    title = re.search(r"<title>([^<]*)</title>", (site / "index.html").read_text(encoding="utf-8"))
+    site_version = re.search(r"mtsarray ([0-9]+\.[0-9]+\.[0-9]+)", title.group(1) if title else "")
+    found["the site's title"] = site_version.group(1) if site_version else "none"
+    print("versions: " + ", ".join(f"{where} {version}" for where, version in found.items()))
+    if len(set(found.values())) != 1:
+        return [f"the versions differ: {found}"]
+    return []
+
+
+# ---- the rendered pages ---------------------------------------------------------
+
+# page -> headings it must show (h1 first)
+PAGES = {
+    "index.html": ["mtsarray", "Start here"],
+    "reference/c-api.html": ["C API", "Making arrays", "Movement plans", "Host threads"],
+    "reference/python-api.html": ["Python API", "Making arrays", "Arrays", "Movement plans"],
+    "guides/streams.html": ["Streams and DLPack stream numbers", "Stream numbers", "When two streams meet"],
+}
+
+
+def screenshot_name(page):
+    return page.replace("/", "-").replace(".html", ".png")
+
+
+def check_pages(site, screenshots):
+    from PIL import Image
+
+    problems = []
+    for page, expected in PAGES.items():
+        headings = parse_page(site / page).headings
+        if not headings or headings[0] != expected[0]:
+            problems.append(f"{page}: the first heading is {headings[:1]}, not '{expected[0]}'")
+        for heading in expected[1:]:
+            if heading not in headings:
+                problems.append(f"{page}: no heading '{heading}' (has {headings})")
+
+        path = screenshots / screenshot_name(page)
+        if not path.is_file():
+            problems.append(f"{page}: no screenshot {path}")
+            continue
+        image = Image.open(path).convert("RGB")
+        width, height = image.size
+        colours = image.getcolors(maxcolors=1 << 20) or []
+        background = max(colours)[1] if colours else None
+        # the content column, right of the navigation: text must be there
+        content = image.crop((width // 4, 0, width * 9 // 10, height // 2))
+        pixels = content.width * content.height
+        inked = sum(count for count, colour in content.getcolors(maxcolors=1 << 20) or [] if colour != background)
+        share = inked / pixels
+        print(f"pages: {page}: {width}x{height}, {len(colours)} colours, "
+              f"{100 * share:.1f} % of the content column not background; headings {headings[:4]}")
+        if len(colours) < 16:
+            problems.append(f"{path.name}: {len(colours)} colours: a blank page")
+        elif share < 0.02:
+            problems.append(f"{path.name}: the content column is {100 * share:.2f} % ink: no text rendered")
+    return problems
+
+
+def main(arguments):
+    if len(arguments) < 2 or arguments[0] not in ("links", "reference", "pages"):
+        print(__doc__)
+        return 2
+    site = pathlib.Path(arguments[1]).resolve()
+    if arguments[0] == "links":
+        problems = check_links(site)
+    elif arguments[0] == "reference":
+        problems = check_reference(site, pathlib.Path(arguments[2]))
+    else:
+        problems = check_pages(site, pathlib.Path(arguments[2]))
+    for problem in problems:
+        print(f"  PROBLEM: {problem}")
+    if problems:
+        print(f"{arguments[0]}: {len(problems)} problems")
+        return 1
+    print(f"{arguments[0]}: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
