@@ -19,6 +19,7 @@ TORCH_BENCH = REPOSITORY / "bench" / "torch_move_data.py"
 OVERHEAD_BENCH = REPOSITORY / "bench" / "python_overhead.py"
 OPERATIONS_BENCH = REPOSITORY / "bench" / "tensormap_operations.py"
 MPI_HALO = REPOSITORY / "examples" / "python" / "mpi_halo.py"
+BRIDGES = REPOSITORY / "examples" / "python" / "tensormap_bridges.py"
 
 pytestmark = pytest.mark.skipif(not EXAMPLE.is_file(), reason="not in the mtsarray repository (an sdist?)")
 torch = optional("torch")
@@ -32,7 +33,8 @@ def run(script, *arguments, timeout=600):
     return result.stdout
 
 
-@pytest.mark.parametrize("script", [EXAMPLE, QUICK_START, MPI_HALO, TORCH_BENCH, OVERHEAD_BENCH, OPERATIONS_BENCH],
+@pytest.mark.parametrize("script", [EXAMPLE, QUICK_START, MPI_HALO, BRIDGES, TORCH_BENCH, OVERHEAD_BENCH,
+                                    OPERATIONS_BENCH],
                          ids=lambda path: path.name)
 def test_scripts_compile(script):
     py_compile.compile(str(script), doraise=True, cfile=None, optimize=-1)
@@ -45,6 +47,15 @@ def test_quick_start():
     assert "as expected:" in output and "out of range" in output
     output = run(QUICK_START, "--device", "auto")  # a GPU when there is one
     assert "quick_start: every value is right" in output
+
+
+def test_tensormap_bridges_example():
+    # the guide "TensorMaps in Python", as a user runs it (its torch and
+    # metatensor-torch parts where those are installed; a GPU with --device auto)
+    output = run(BRIDGES, "--device", "auto")
+    assert "NumPy and metatensor-operations: every value is right, no copy" in output
+    if torch is not None:
+        assert "PyTorch on" in output
 
 
 @pytest.mark.skipif(torch is None, reason="torch is not installed: the example needs PyTorch")
