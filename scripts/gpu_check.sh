@@ -44,7 +44,9 @@
 #       failure). About 5 minutes on an H100.
 #       MTSARRAY_GPU_CHECK_STAGES: the stages to run, of "tests cuda ncu cpu
 #       sanitizers python" (default: all of them), for a lease too short for
-#       the whole check (e.g. "cuda ncu cpu": the figures alone).
+#       the whole check (e.g. "cuda ncu cpu": the figures alone);
+#       MTSARRAY_GPU_CHECK_CPU_ROWS: the CPU rows, filters with '|' between
+#       two (default: all of them).
 set -uo pipefail
 
 # shellcheck source=scripts/common.sh
@@ -201,7 +203,7 @@ fi
 # host rows on the GPU machine's cores (the CPU operations at its thread
 # count, the GPU backend's planning, libmetatensor's operations on CPU arrays)
 bench_rows() {  # FILTER LABEL SECONDS
-    local filter="$1" label="$2" file="$OUT/bench-$1"
+    local filter="$1" label="$2" file="$OUT/bench-${1//[^A-Za-z0-9]/_}"
     log "2. mtsarray-bench --quick --filter $filter"
     timeout "$3" "$BUILD/bench/mtsarray-bench" --quick --filter "$filter" --json "$file.json" >"$file.log" 2>&1
     local rc=$?
@@ -250,7 +252,12 @@ if wanted ncu; then
 fi
 
 if wanted cpu; then
-    bench_rows cpu CPU 260
+    # MTSARRAY_GPU_CHECK_CPU_ROWS: filters of the CPU rows, '|' between two
+    # (default: all of them; e.g. "thread split|move_data planning" in a short lease)
+    IFS='|' read -r -a cpu_filters <<<"${MTSARRAY_GPU_CHECK_CPU_ROWS:-cpu}"
+    for filter in "${cpu_filters[@]}"; do
+        bench_rows "$filter" "CPU: $filter" 260
+    done
     # the host thread pool's fork, join and wake-up on the machine's cores
     if [[ -x "$BUILD/bench/mtsarray-pool-vs-openmp" ]]; then
         if timeout 90 "$BUILD/bench/mtsarray-pool-vs-openmp" >"$OUT/pool-vs-openmp.log" 2>&1; then
