@@ -1,0 +1,116 @@
+// The simulated runtime's errors: its error vocabulary, the last error of
+// each thread, and the runtime's teardown at exit, each rule with the
+// section of the CUDA documentation it follows.
+//
+// Process teardown (Runtime API, "Data types used by CUDA Runtime":
+//   cudaErrorCudartUnloading, a call "being called during process shut down,
+//   at a point in time after CUDA driver has been unloaded").
+//   The runtime's exit handler is registered when the simulation is first
+//   used, so it runs after the exit handlers of the code that used it first;
+//   from then on every runtime call fails with cudaErrorCudartUnloading
+//   (unload_runtime() does the same at once). A thread that outlives the
+//   exit handlers, like mtsarray's deferred-work thread, meets it.
+
+#include <string>
+
+#include "gpu/runtime_error.hpp"
+#include "support/simulation/state.hpp"
+
+namespace mtsarray_test {
+
+using mtsarray::detail::Error;
+
+namespace sim {
+
+[[noreturn]] void fail(Status status, const char* call) {
+    mtsarray::detail::gpu::throw_error<SimulatedErrors>(status, call, "simulated_runtime", 0);
+}
+
+void check(Status status, const char* call) {
+    if (status != Status::success) {
+        fail(status, call);
+    }
+}
+
+void report(Status status, const char* call) noexcept {
+    mtsarray::detail::gpu::check_nothrow<SimulatedErrors>(status, call, "simulated_runtime", 0);
+}
+
+void refuse_after_unload(const char* call) {
+    if (simulator().unloaded.load(std::memory_order_acquire)) {
+        simulator().calls_after_unload.fetch_add(1);
+        fail(Status::runtime_unloading, call);
+    }
+}
+
+bool refused_after_unload(const char* call) noexcept {
+    if (!simulator().unloaded.load(std::memory_order_acquire)) {
+        return false;
+    }
+    simulator().calls_after_unload.fetch_add(1);
+    report(Status::runtime_unloading, call);
+    return true;
+}
+
+// ---- test controls -----------------------------------------------------------------
+
+void unload_runtime() {
+    simulator().unloaded.store(true, std::memory_order_release);
+}
+
+void reload_runtime() {
+    simulator().unloaded.store(false, std::memory_order_release);
+}
+
+size_t calls_after_unload() {
+    return simulator().calls_after_unload.load();
+}
+
+}  // namespace sim
+
+// ---- errors ----------------------------------------------------------------------------
+
+const char* SimulatedErrors::name(Status status) noexcept {
+    switch (status) {
+    case Status::success: return "cudaSuccess";
+    case Status::memory_allocation: return "cudaErrorMemoryAllocation";
+    case Status::not_ready: return "cudaErrorNotReady";
+    case Status::invalid_value: return "cudaErrorInvalidValue";
+    case Status::invalid_device: return "cudaErrorInvalidDevice";
+    case Status::invalid_resource_handle: return "cudaErrorInvalidResourceHandle";
+    case Status::capture_unsupported: return "cudaErrorStreamCaptureUnsupported";
+    case Status::capture_invalidated: return "cudaErrorStreamCaptureInvalidated";
+    case Status::capture_implicit: return "cudaErrorStreamCaptureImplicit";
+    case Status::capture_isolation: return "cudaErrorStreamCaptureIsolation";
+    case Status::host_wait_timeout: return "simulatedHostWaitTimeout";
+    case Status::runtime_unloading: return "cudaErrorCudartUnloading";
+    }
+    return "unknown";
+}
+
+const char* SimulatedErrors::description(Status status) noexcept {
+    switch (status) {
+    case Status::success: return "no error";
+    case Status::memory_allocation: return "out of memory";
+    case Status::not_ready: return "device not ready";
+    case Status::invalid_value: return "invalid argument";
+    case Status::invalid_device: return "invalid device ordinal";
+    case Status::invalid_resource_handle: return "invalid resource handle";
+    case Status::capture_unsupported: return "operation not permitted when stream is capturing";
+    case Status::capture_invalidated: return "operation failed due to a previous error during capture";
+    case Status::capture_implicit:
+        return "operation would make the legacy stream depend on a capturing blocking stream";
+    case Status::capture_isolation: return "operation would have resulted in a merge of two independent captures";
+    case Status::host_wait_timeout: return "the host waited for a stream held by the test (simulation)";
+    case Status::runtime_unloading: return "driver shutting down";
+    }
+    return "unknown";
+}
+
+SimulatedErrors::Status SimulatedErrors::last_error() noexcept {
+    const Status status = sim::last;
+    sim::last = Status::success;
+    return status;
+}
+
+}  // namespace mtsarray_test

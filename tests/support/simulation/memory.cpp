@@ -1,0 +1,470 @@
+// The simulated runtime's memory: allocations, pools and copies, each rule
+// with the section of the CUDA documentation it follows.
+//
+// Memory (Runtime API "Memory Management"; Programming Guide "Stream Ordered
+//   Memory Allocator").
+//   Device, page-locked and managed allocations are host memory that the CPU
+//   backend never hands out, 256-byte aligned and filled with 0xDD. Freed
+//   memory is poisoned and kept in quarantine (up to 256 MiB), never reused:
+//   every queued copy, memset and kernel checks, when it runs, that the
+//   memory it touches is still allocated and belongs to the stream's device
+//   (peer copies excepted); a use of freed memory is a violation
+//   (violations()), and a kernel that would touch freed memory does not
+//   run (on a GPU it reads garbage or faults; on the host, the poisoned
+//   values would send it anywhere and crash the test). free_async is stream ordered: the memory is freed when
+//   the free's turn comes on its stream. Copies from page-locked memory read
+//   it when they run; from pageable memory, the bytes are taken at the call,
+//   and a copy of more than 1 MiB from pageable memory returns only once
+//   its stream has reached it and it is done: a host wait for the stream.
+//   A copy to pageable host memory returns only when it is done (Runtime API
+//   "API synchronization behavior"): a host wait.
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "support/simulation/state.hpp"
+
+namespace mtsarray_test {
+
+using mtsarray::detail::Error;
+
+namespace sim {
+
+namespace {
+
+/// The largest pageable host -> device copy the runtime stages at once,
+/// without waiting for its stream.
+constexpr size_t pageable_staging_bytes = size_t(1) << 20;
+
+void* new_memory(size_t bytes) {
+    void* data = ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t(alignment), std::nothrow);
+    if (data != nullptr) {
+        std::memset(data, poison, bytes == 0 ? 1 : bytes);
+    }
+    return data;
+}
+
+const std::pair<const uintptr_t, Allocation>* containing(const std::map<uintptr_t, Allocation>& allocations,
+                                                          uintptr_t address) {
+    auto found = allocations.upper_bound(address);
+    if (found == allocations.begin()) {
+        return nullptr;
+    }
+    --found;
+    if (address < found->first + found->second.bytes) {
+        return &*found;
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+void* register_memory(size_t bytes, int device, MemoryKind kind) {
+    void* data = new_memory(bytes);
+    if (data == nullptr) {
+        return nullptr;
+    }
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    simulator().live[reinterpret_cast<uintptr_t>(data)] = Allocation{bytes == 0 ? 1 : bytes, device, kind};
+    return data;
+}
+
+// with the simulator's mutex held
+void release_locked(void* data, const char* call) {
+    Simulator& state = simulator();
+    const auto address = reinterpret_cast<uintptr_t>(data);
+    const auto found = state.live.find(address);
+    if (found == state.live.end()) {
+        state.violations.push_back(std::string(call) + " of memory that is not allocated");
+        return;
+    }
+    std::memset(data, poison, found->second.bytes);
+    state.quarantine.insert(*found);
+    state.quarantine_order.push_back(address);
+    state.quarantined_bytes += found->second.bytes;
+    state.live.erase(found);
+    while (state.quarantined_bytes > quarantine_limit && !state.quarantine_order.empty()) {
+        const auto oldest = state.quarantine.find(state.quarantine_order.front());
+        state.quarantine_order.pop_front();
+        if (oldest != state.quarantine.end()) {
+            state.quarantined_bytes -= oldest->second.bytes;
+            ::operator delete(reinterpret_cast<void*>(oldest->first), std::align_val_t(alignment));
+            state.quarantine.erase(oldest);
+        }
+    }
+}
+
+// Checks, when queued work runs, that [data, data + bytes) is allocated and,
+// unless `any_device`, belongs to `device` (memory the simulator never
+// allocated — pageable host memory — is not checked).
+/// Whether `data` may be touched: false (and a violation) for freed memory.
+bool check_memory(const void* data, size_t bytes, const char* what, int device, bool any_device) {
+    if (data == nullptr) {
+        return true;
+    }
+    Simulator& state = simulator();
+    const auto address = reinterpret_cast<uintptr_t>(data);
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (const auto* allocation = containing(state.live, address)) {
+        if (bytes != 0 && address + bytes > allocation->first + allocation->second.bytes) {
+            state.violations.push_back(std::string(what) + " ran past the end of an allocation");
+        }
+        if (!any_device && allocation->second.kind == MemoryKind::device && allocation->second.device != device) {
+            state.violations.push_back(std::string(what) + " on device " + std::to_string(device) +
+                                       " touched memory of device " + std::to_string(allocation->second.device));
+        }
+        return true;
+    }
+    if (containing(state.quarantine, address) != nullptr) {
+        state.violations.push_back(std::string(what) + " touched freed memory");
+        return false;
+    }
+    return true;
+}
+
+bool is_page_locked(const void* data) {
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    const auto* allocation = containing(simulator().live, reinterpret_cast<uintptr_t>(data));
+    return allocation != nullptr && allocation->second.kind != MemoryKind::device;
+}
+
+// ---- test controls -----------------------------------------------------------------
+
+size_t allocated_bytes() {
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    size_t bytes = 0;
+    for (const auto& allocation : simulator().live) {
+        if (allocation.second.kind == MemoryKind::device) {
+            bytes += allocation.second.bytes;
+        }
+    }
+    return bytes;
+}
+
+size_t pinned_allocations() {
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    return simulator().pinned_allocations;
+}
+
+size_t pinned_frees() {
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    return simulator().pinned_frees;
+}
+
+size_t host_to_device_copies() { return uploads.load(); }
+size_t device_allocations() { return device_allocation_count.load(); }
+
+}  // namespace sim
+
+// ---- the traits -----------------------------------------------------------------------
+
+using sim::MemoryKind;
+using sim::Status;
+using sim::simulator;
+
+// Pool calls, and stream-ordered allocation and free on a stream that is
+// not capturing, are potentially unsafe (cudaThreadExchangeStreamCapture-
+// Mode): while another thread captures in Global mode they fail and
+// invalidate that capture unless this thread is Relaxed. (On a capturing
+// stream they would be captured as graph nodes instead; mtsarray makes none.)
+SimulatedRuntime::PoolHandle SimulatedRuntime::create_pool(int device) {
+    sim::refuse_after_unload("cudaMemPoolCreate");
+    {
+        std::lock_guard<std::mutex> lock(simulator().mutex);
+        sim::check(sim::unsafe_call_locked("cudaMemPoolCreate"), "cudaMemPoolCreate");
+    }
+    sim::touch_device(device);
+    return new sim::PoolState(device);
+}
+
+void SimulatedRuntime::trim_pool(PoolHandle) noexcept {
+    if (sim::refused_after_unload("cudaMemPoolTrimTo")) {
+        return;
+    }
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    sim::report(sim::unsafe_call_locked("cudaMemPoolTrimTo"), "cudaMemPoolTrimTo");
+}
+
+void* SimulatedRuntime::allocate_from_pool(size_t bytes, PoolHandle pool, StreamHandle handle) {
+    sim::refuse_after_unload("cudaMallocFromPoolAsync");
+    sim::device_allocation_count++;
+    {
+        std::lock_guard<std::mutex> lock(simulator().mutex);
+        sim::StreamState* stream = sim::resolve_locked(handle);
+        if (stream == nullptr || pool == nullptr || stream->device != pool->device) {
+            sim::fail(Status::invalid_resource_handle, "cudaMallocFromPoolAsync");
+        }
+        if (stream->capture == nullptr) {
+            sim::check(sim::unsafe_call_locked("cudaMallocFromPoolAsync"), "cudaMallocFromPoolAsync");
+        }
+    }
+    void* data = sim::register_memory(bytes, pool->device, MemoryKind::device);
+    if (data == nullptr) {
+        mtsarray::detail::gpu::check_allocation<SimulatedErrors>(Status::memory_allocation, "cudaMallocFromPoolAsync",
+                                                                 bytes, "simulated_runtime", 0);
+    }
+    return data;
+}
+
+void SimulatedRuntime::free_async(void* data, StreamHandle stream) noexcept {
+    if (sim::refused_after_unload("cudaFreeAsync")) {
+        return;
+    }
+    try {
+        {
+            std::lock_guard<std::mutex> lock(simulator().mutex);
+            sim::StreamState* target = sim::resolve_locked(stream);
+            if (target != nullptr && target->capture == nullptr) {
+                const Status status = sim::unsafe_call_locked("cudaFreeAsync");
+                if (status != Status::success) {
+                    sim::report(status, "cudaFreeAsync");
+                    return;  // refused: the memory stays allocated
+                }
+            }
+        }
+        const Status status = sim::push(
+            stream,
+            [data] {
+                std::lock_guard<std::mutex> lock(simulator().mutex);
+                sim::release_locked(data, "cudaFreeAsync");
+            },
+            "cudaFreeAsync", false);
+        sim::report(status, "cudaFreeAsync");
+    } catch (...) {
+        sim::report(Status::memory_allocation, "cudaFreeAsync");
+    }
+}
+
+void* SimulatedRuntime::allocate_pinned(size_t bytes) {
+    sim::refuse_after_unload("cudaHostAlloc");
+    sim::check(sim::synchronize_device_implicitly("cudaHostAlloc"), "cudaHostAlloc");
+    void* data = sim::register_memory(bytes, sim::current, MemoryKind::pinned);
+    if (data == nullptr) {
+        mtsarray::detail::gpu::check_allocation<SimulatedErrors>(Status::memory_allocation, "cudaHostAlloc", bytes,
+                                                                 "simulated_runtime", 0);
+    }
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    simulator().pinned_allocations++;
+    return data;
+}
+
+void SimulatedRuntime::free_pinned(void* data) noexcept {
+    if (sim::refused_after_unload("cudaFreeHost")) {
+        return;
+    }
+    const Status status = sim::synchronize_device_implicitly("cudaFreeHost");
+    if (status != Status::success) {
+        sim::report(status, "cudaFreeHost");
+        if (status == Status::capture_unsupported) {
+            return;  // refused: the memory stays allocated
+        }
+    }
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    simulator().pinned_frees++;
+    sim::release_locked(data, "cudaFreeHost");
+}
+
+void* SimulatedRuntime::allocate_managed(size_t bytes) {
+    sim::refuse_after_unload("cudaMallocManaged");
+    sim::check(sim::synchronize_device_implicitly("cudaMallocManaged"), "cudaMallocManaged");
+    void* data = sim::register_memory(bytes, sim::current, MemoryKind::managed);
+    if (data == nullptr) {
+        mtsarray::detail::gpu::check_allocation<SimulatedErrors>(Status::memory_allocation, "cudaMallocManaged",
+                                                                 bytes, "simulated_runtime", 0);
+    }
+    return data;
+}
+
+void SimulatedRuntime::free_managed(void* data) noexcept {
+    if (sim::refused_after_unload("cudaFree")) {
+        return;
+    }
+    const Status status = sim::synchronize_device_implicitly("cudaFree");
+    if (status != Status::success) {
+        sim::report(status, "cudaFree");
+        if (status == Status::capture_unsupported) {
+            return;
+        }
+    }
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    sim::release_locked(data, "cudaFree");
+}
+
+void* SimulatedRuntime::allocate_device(size_t bytes) {
+    sim::refuse_after_unload("cudaMalloc");
+    // cudaMalloc: potentially unsafe during a capture (Relaxed mode allows
+    // it); it does not wait for the device
+    {
+        std::lock_guard<std::mutex> lock(simulator().mutex);
+        sim::check(sim::unsafe_call_locked("cudaMalloc"), "cudaMalloc");
+    }
+    sim::device_allocation_count++;
+    void* data = sim::register_memory(bytes, sim::current, MemoryKind::device);
+    if (data == nullptr) {
+        mtsarray::detail::gpu::check_allocation<SimulatedErrors>(Status::memory_allocation, "cudaMalloc", bytes,
+                                                                 "simulated_runtime", 0);
+    }
+    return data;
+}
+
+void SimulatedRuntime::free_device(void* data) noexcept {
+    if (sim::refused_after_unload("cudaFree")) {
+        return;
+    }
+    // cudaFree waits for the device
+    const Status status = sim::synchronize_device_implicitly("cudaFree");
+    if (status != Status::success) {
+        sim::report(status, "cudaFree");
+        if (status == Status::capture_unsupported) {
+            return;
+        }
+    }
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    sim::release_locked(data, "cudaFree");
+}
+
+void SimulatedRuntime::copy_device_to_device_async(void* destination, const void* source, size_t bytes,
+                                                   StreamHandle stream) {
+    sim::refuse_after_unload("cudaMemcpyAsync");
+    const int device = sim::current;
+    sim::check(sim::push(
+                   stream,
+                   [=] {
+                       sim::check_memory(source, bytes, "cudaMemcpyAsync (source)", device);
+                       sim::check_memory(destination, bytes, "cudaMemcpyAsync (destination)", device);
+                       std::memcpy(destination, source, bytes);
+                   },
+                   "cudaMemcpyAsync", false),
+               "cudaMemcpyAsync");
+}
+
+void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* source, size_t bytes,
+                                                 StreamHandle handle) {
+    sim::refuse_after_unload("cudaMemcpyAsync");
+    sim::uploads++;
+    const int device = sim::current;
+    if (sim::is_page_locked(source)) {
+        // truly asynchronous: the source is read when the copy runs
+        sim::check(sim::push(
+                       handle,
+                       [=] {
+                           sim::check_memory(source, bytes, "cudaMemcpyAsync (page-locked source)", device, true);
+                           sim::check_memory(destination, bytes, "cudaMemcpyAsync (destination)", device);
+                           std::memcpy(destination, source, bytes);
+                       },
+                       "cudaMemcpyAsync", false),
+                   "cudaMemcpyAsync");
+        return;
+    }
+    // pageable: the runtime stages the bytes before returning (the caller
+    // may reuse its buffer then); above its staging space it stages them
+    // as the stream reaches the copy, so the host waits for the stream
+    // (Runtime API "API synchronization behavior": such copies "might be
+    // synchronous with respect to host"; on an H100 a 128 MiB copy waited
+    // 1 s behind the stream's queued work, copies of a few hundred KiB did
+    // not)
+    auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(source),
+                                                               static_cast<const unsigned char*>(source) + bytes);
+    sim::StreamState* target = nullptr;
+    uint64_t before = 0;  // the items queued before the copy
+    {
+        std::lock_guard<std::mutex> lock(simulator().mutex);
+        target = sim::resolve_locked(handle);
+        if (target == nullptr) {
+            sim::fail(Status::invalid_resource_handle, "cudaMemcpyAsync");
+        }
+        sim::check(sim::pageable_copy_locked(target, "cudaMemcpyAsync"), "cudaMemcpyAsync");
+        {
+            std::lock_guard<std::mutex> stream_lock(target->mutex);
+            before = target->pushed;
+        }
+        sim::check(sim::push_locked(target, sim::Item{[=] {
+                                                          sim::check_memory(destination, bytes,
+                                                                            "cudaMemcpyAsync (destination)", device);
+                                                          std::memcpy(destination, staged->data(), bytes);
+                                                      },
+                                                      {},
+                                                      sim::NodeKind::copy}),
+                   "cudaMemcpyAsync");
+        if (bytes <= sim::pageable_staging_bytes || target->capture != nullptr) {
+            return;
+        }
+        std::lock_guard<std::mutex> stream_lock(target->mutex);
+        if (target->completed >= before) {
+            return;  // the stream has reached the copy: nothing to wait for
+        }
+    }
+    sim::check(sim::host_wait(target, before, "cudaMemcpyAsync from pageable memory above 1 MiB"),
+               "cudaMemcpyAsync");
+}
+
+void SimulatedRuntime::copy_device_to_host_async(void* destination, const void* source, size_t bytes,
+                                                 StreamHandle handle) {
+    sim::refuse_after_unload("cudaMemcpyAsync");
+    const int device = sim::current;
+    const bool page_locked = sim::is_page_locked(destination);
+    sim::StreamState* stream = nullptr;
+    uint64_t sequence = 0;
+    {
+        std::lock_guard<std::mutex> lock(simulator().mutex);
+        stream = sim::resolve_locked(handle);
+        if (stream == nullptr) {
+            sim::fail(Status::invalid_resource_handle, "cudaMemcpyAsync");
+        }
+        if (!page_locked) {
+            sim::check(sim::pageable_copy_locked(stream, "cudaMemcpyAsync"), "cudaMemcpyAsync");
+        }
+        sim::check(sim::push_locked(stream, sim::Item{[=] {
+                                                          sim::check_memory(source, bytes,
+                                                                            "cudaMemcpyAsync (source)", device);
+                                                          sim::check_memory(destination, bytes,
+                                                                            "cudaMemcpyAsync (destination)",
+                                                                            device, true);
+                                                          std::memcpy(destination, source, bytes);
+                                                      },
+                                                      {}}),
+                   "cudaMemcpyAsync");
+        if (page_locked || stream->capture != nullptr) {
+            return;
+        }
+        std::lock_guard<std::mutex> stream_lock(stream->mutex);
+        sequence = stream->pushed;
+    }
+    // to pageable memory: returns once the copy is done
+    sim::check(sim::host_wait(stream, sequence, "cudaMemcpyAsync to pageable memory"), "cudaMemcpyAsync");
+}
+
+void SimulatedRuntime::copy_peer_async(void* destination, int destination_device, const void* source,
+                                       int source_device, size_t bytes, StreamHandle stream) {
+    sim::refuse_after_unload("cudaMemcpyPeerAsync");
+    sim::touch_device(destination_device);
+    sim::check(sim::push(
+                   stream,
+                   [=] {
+                       sim::check_memory(source, bytes, "cudaMemcpyPeerAsync (source)", source_device);
+                       sim::check_memory(destination, bytes, "cudaMemcpyPeerAsync (destination)",
+                                         destination_device);
+                       std::memcpy(destination, source, bytes);
+                   },
+                   "cudaMemcpyPeerAsync", false),
+               "cudaMemcpyPeerAsync");
+}
+
+void SimulatedRuntime::memset_async(void* data, unsigned char value, size_t bytes, StreamHandle stream) {
+    sim::refuse_after_unload("cudaMemsetAsync");
+    const int device = sim::current;
+    sim::check(sim::push(
+                   stream,
+                   [=] {
+                       sim::check_memory(data, bytes, "cudaMemsetAsync", device);
+                       std::memset(data, value, bytes);
+                   },
+                   "cudaMemsetAsync", true),
+               "cudaMemsetAsync");
+}
+
+}  // namespace mtsarray_test
