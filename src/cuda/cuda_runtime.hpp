@@ -262,6 +262,14 @@ struct CudaRuntime {
         }
     }
 
+    /// Queues `function(data)` on `stream`, run on a thread of the driver
+    /// once the work before it is done (cudaLaunchHostFunc); on a capturing
+    /// stream, a host node of the graph, run at every replay. The function
+    /// must make no CUDA call.
+    static void launch_host_function(StreamHandle stream, void (*function)(void*), void* data) {
+        MTSARRAY_CUDA_CHECK(cudaLaunchHostFunc(stream, function, data));
+    }
+
     // ---- copies -----------------------------------------------------------
 
     static void copy_device_to_device_async(void* destination, const void* source, size_t bytes,

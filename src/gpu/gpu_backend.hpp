@@ -51,6 +51,7 @@
 #include "base/fault_injection.hpp"
 #include "base/host_tasks.hpp"
 #include "gpu/capture_mode.hpp"
+#include "gpu/captured_host_copy.hpp"
 #include "gpu/captured_move_data.hpp"
 #include "gpu/deferred_work.hpp"
 #include "gpu/device_state.hpp"
@@ -371,6 +372,7 @@ public:
         const int device = stream.device().device_id;
         DeviceGuard<Runtime> guard(device);
         DeviceState& state = device_state(device);
+        MTSARRAY_EXPECTS(!capturing<Runtime>(handle), CapturedHostCopy<Runtime>::refusal("a copy from host memory"));
         if (bytes <= staged_copy_limit) {
             // copied into page-locked memory at once: the copy needs the
             // caller's buffer no more (nor the runtime's staging)
@@ -387,11 +389,22 @@ public:
 
     void copy_from_host_keeping(const Stream& stream, void* destination, const void* host_source, size_t bytes,
                                 std::shared_ptr<const void> source_owner, bool source_page_locked) const override {
+        const StreamHandle handle = device_stream(stream, "copy_from_host");
+        if (bytes != 0) {
+            const int device = stream.device().device_id;
+            DeviceGuard<Runtime> guard(device);
+            if (capturing<Runtime>(handle)) {
+                // the graph reads the source at every replay, and keeps it
+                fault_injection::check("copy_from_host");
+                CapturedHostCopy<Runtime>::capture(handle, device_state(device).staging, deferred_, destination,
+                                                   host_source, bytes, std::move(source_owner), source_page_locked);
+                return;
+            }
+        }
         if (!source_page_locked) {
             copy_from_host(stream, destination, host_source, bytes);  // the source is free on return
             return;
         }
-        const StreamHandle handle = device_stream(stream, "copy_from_host");
         fault_injection::check("copy_from_host");
         if (bytes == 0) {
             return;

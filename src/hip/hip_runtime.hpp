@@ -214,6 +214,12 @@ struct HipRuntime {
         throw Error("HIP graphs can not own memory in this version (no hipUserObjectCreate)");
     }
 
+    /// Queues `function(data)` on `stream` (hipLaunchHostFunc); see
+    /// cuda_runtime.hpp. The function must make no HIP call.
+    static void launch_host_function(StreamHandle stream, void (*function)(void*), void* data) {
+        MTSARRAY_HIP_CHECK(hipLaunchHostFunc(stream, function, data));
+    }
+
     // ---- copies -----------------------------------------------------------
 
     static void copy_device_to_device_async(void* destination, const void* source, size_t bytes,

@@ -60,6 +60,7 @@ enum class Status {
     capture_invalidated,
     capture_implicit,
     capture_isolation,
+    captured_event,
     host_wait_timeout,
     runtime_unloading,
 };
@@ -136,7 +137,7 @@ size_t device_allocations();
 void begin_capture(int64_t stream, int device, CaptureMode mode = CaptureMode::global);
 
 /// What a captured node does, for the tests that count them.
-enum class NodeKind { kernel, copy, memset, free, other };
+enum class NodeKind { kernel, copy, memset, free, host, other };
 struct GraphNode {
     NodeKind kind;
     std::function<void()> work;  // empty for event nodes
@@ -265,6 +266,7 @@ struct SimulatedRuntime {
 
     static constexpr bool has_user_objects = true;
     static void retain_with_graph(StreamHandle stream, void (*release)(void*), void* object);
+    static void launch_host_function(StreamHandle stream, void (*function)(void*), void* data);
 
     static void copy_device_to_device_async(void* destination, const void* source, size_t bytes,
                                             StreamHandle stream);

@@ -29,6 +29,18 @@
 //   memory again at every replay, when its owner may have reused it. (Real
 //   CUDA may record such a node; mtsarray must never make one, so the
 //   simulation is the stricter.)
+// Events recorded in a capture (Runtime API, "Data types used by CUDA
+//   Runtime": cudaErrorCapturedEvent, "The operation is not permitted on an
+//   event which was last recorded in a capturing stream"; cudaEventRecord:
+//   it "can be called multiple times on the same event and will overwrite
+//   the previously captured state").
+//   An event recorded on a capturing stream becomes a node of the graph. A
+//   query or synchronisation of it while the capture is under way fails
+//   with cudaErrorStreamCaptureUnsupported and invalidates the capture (as
+//   above); once the capture has ended it fails with cudaErrorCapturedEvent,
+//   and so does a stream wait on it outside a capture, until the event is
+//   recorded again outside any capture. The capture's bookkeeping lives as
+//   long as an event names it.
 
 #include <algorithm>
 #include <memory>
@@ -59,6 +71,29 @@ void invalidate(Capture* capture, const std::string& why) {
     }
 }
 
+std::shared_ptr<Capture> capture_of(const StreamState* stream) {
+    for (const auto& capture : simulator().captures) {
+        if (capture.get() == stream->capture) {
+            return capture;
+        }
+    }
+    return nullptr;
+}
+
+// The rule of an event last recorded in a capture: `call` (a query, a
+// synchronisation, a stream wait outside the capture) fails. With the
+// simulator's mutex held.
+Status captured_event_locked(EventState* event, const char* call) {
+    if (event->capture == nullptr) {
+        return Status::success;
+    }
+    if (!event->capture->ended) {
+        invalidate(event->capture.get(), std::string(call) + " of an event recorded in the capture");
+        return Status::capture_unsupported;
+    }
+    return Status::captured_event;
+}
+
 // A copy between pageable host memory and the device goes through the
 // driver's own staging when it is called; a graph node made of it would
 // read the pageable memory again at every replay, long after the caller
@@ -82,7 +117,8 @@ Status unsafe_call_locked(const char* call) {
     }
     const auto self = std::this_thread::get_id();
     Status status = Status::success;
-    for (auto* capture : simulator().captures) {
+    for (auto& shared : simulator().captures) {
+        Capture* capture = shared.get();
         const bool own = capture->thread == self && capture->mode != CaptureMode::relaxed;
         const bool global = interaction_mode == CaptureMode::global && capture->thread != self &&
                             capture->mode == CaptureMode::global;
@@ -109,24 +145,27 @@ void begin_capture(int64_t stream, int device, CaptureMode mode) {
     std::lock_guard<std::mutex> lock(simulator().mutex);
     MTSARRAY_EXPECTS(target->kind != Kind::legacy, "the legacy stream can not capture (cudaErrorStreamCaptureUnsupported)");
     MTSARRAY_EXPECTS(target->capture == nullptr, "the stream is already capturing");
-    auto* capture = new Capture{simulator().next_capture++, mode, std::this_thread::get_id(), target, {target}, {}};
-    target->capture = capture;
-    simulator().captures.push_back(capture);
+    auto capture = std::make_shared<Capture>(
+        Capture{simulator().next_capture++, mode, std::this_thread::get_id(), target, {target}, {}});
+    target->capture = capture.get();
+    simulator().captures.push_back(std::move(capture));
 }
 
 Graph end_capture(int64_t stream, int device) {
     StreamState* target = resolve_number(stream, device);
-    std::unique_ptr<Capture> capture;
+    std::shared_ptr<Capture> capture;
     {
         std::lock_guard<std::mutex> lock(simulator().mutex);
         MTSARRAY_EXPECTS(target->capture != nullptr && target->capture->origin == target,
                          "end_capture: the stream did not begin a capture");
-        capture.reset(target->capture);
+        capture = capture_of(target);
         for (auto* member : capture->streams) {
             member->capture = nullptr;
         }
+        // the events recorded in the capture keep its bookkeeping
+        capture->ended = true;
         auto& captures = simulator().captures;
-        captures.erase(std::remove(captures.begin(), captures.end(), capture.get()), captures.end());
+        captures.erase(std::remove(captures.begin(), captures.end(), capture), captures.end());
     }
     if (capture->invalidated) {
         fail(Status::capture_invalidated, "cudaStreamEndCapture");

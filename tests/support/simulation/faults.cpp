@@ -82,6 +82,7 @@ const char* SimulatedErrors::name(Status status) noexcept {
     case Status::capture_invalidated: return "cudaErrorStreamCaptureInvalidated";
     case Status::capture_implicit: return "cudaErrorStreamCaptureImplicit";
     case Status::capture_isolation: return "cudaErrorStreamCaptureIsolation";
+    case Status::captured_event: return "cudaErrorCapturedEvent";
     case Status::host_wait_timeout: return "simulatedHostWaitTimeout";
     case Status::runtime_unloading: return "cudaErrorCudartUnloading";
     }
@@ -101,6 +102,8 @@ const char* SimulatedErrors::description(Status status) noexcept {
     case Status::capture_implicit:
         return "operation would make the legacy stream depend on a capturing blocking stream";
     case Status::capture_isolation: return "operation would have resulted in a merge of two independent captures";
+    case Status::captured_event:
+        return "operation not permitted on an event last recorded in a capturing stream";
     case Status::host_wait_timeout: return "the host waited for a stream held by the test (simulation)";
     case Status::runtime_unloading: return "driver shutting down";
     }

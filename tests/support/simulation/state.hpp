@@ -95,7 +95,9 @@ struct EventState {
     // guarded by the simulator's mutex
     StreamState* stream = nullptr;
     uint64_t sequence = 0;
-    Capture* capture = nullptr;
+    // the capture the event was last recorded in (it outlives the capture:
+    // the event can not be queried until it is recorded again outside)
+    std::shared_ptr<Capture> capture;
 };
 
 struct PoolState {
@@ -111,6 +113,7 @@ struct Capture {
     std::vector<StreamState*> streams;
     std::vector<GraphNode> nodes;
     bool invalidated = false;
+    bool ended = false;  // end_capture ran; events recorded in it still name it
     std::shared_ptr<RetainedObjects> retained = std::make_shared<RetainedObjects>();
 };
 
@@ -134,7 +137,7 @@ struct Simulator {
     size_t quarantined_bytes = 0;
     std::vector<std::string> violations;
     std::vector<std::string> invalidations;
-    std::vector<Capture*> captures;
+    std::vector<std::shared_ptr<Capture>> captures;  // the captures under way
     unsigned long long next_capture = 1;
     uint64_t next_stream = 0;
     size_t pinned_allocations = 0;
@@ -211,6 +214,8 @@ bool deferred_work_settled();
 // ---- capture (capture.cpp) ----
 bool blocking_stream_capturing(int device);
 void invalidate(Capture* capture, const std::string& why);
+std::shared_ptr<Capture> capture_of(const StreamState* stream);
+Status captured_event_locked(EventState* event, const char* call);
 Status pageable_copy_locked(StreamState* stream, const char* call);
 Status unsafe_call_locked(const char* call);
 

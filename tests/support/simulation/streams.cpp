@@ -205,6 +205,9 @@ NodeKind kind_of(const char* call) {
     if (name == "cudaFreeAsync") {
         return NodeKind::free;
     }
+    if (name == "cudaLaunchHostFunc") {
+        return NodeKind::host;
+    }
     return NodeKind::other;
 }
 
@@ -461,6 +464,17 @@ SimulatedRuntime::StreamHandle SimulatedRuntime::create_stream() {
     return reinterpret_cast<StreamHandle>(static_cast<intptr_t>(sim::create_stream(sim::current, false)));
 }
 
+// cudaLaunchHostFunc (Runtime API, "Stream Management"): the function runs
+// once the work queued before it is done and blocks the work queued after
+// it; on a capturing stream it is a host node, run at every replay. Here it
+// runs on the stream's worker, in its turn.
+void SimulatedRuntime::launch_host_function(StreamHandle stream, void (*function)(void*), void* data) {
+    sim::refuse_after_unload("cudaLaunchHostFunc");
+    sim::check(sim::push(
+                   stream, [function, data] { function(data); }, "cudaLaunchHostFunc", false),
+               "cudaLaunchHostFunc");
+}
+
 SimulatedRuntime::EventHandle SimulatedRuntime::create_event() {
     sim::refuse_after_unload("cudaEventCreateWithFlags");
     sim::touch_device(sim::current);
@@ -483,7 +497,7 @@ void SimulatedRuntime::record_event(EventHandle event, StreamHandle handle) {
     }
     if (stream->capture != nullptr) {
         event->stream = stream;
-        event->capture = stream->capture;
+        event->capture = sim::capture_of(stream);
         event->sequence = 0;
         return;
     }
@@ -503,10 +517,7 @@ bool SimulatedRuntime::event_done(EventHandle event) {
         std::lock_guard<std::mutex> lock(simulator().mutex);
         simulator().activity++;
         sim::check(sim::unsafe_call_locked("cudaEventQuery"), "cudaEventQuery");
-        if (event->capture != nullptr) {
-            sim::invalidate(event->capture, "cudaEventQuery of an event recorded in the capture");
-            sim::fail(Status::capture_unsupported, "cudaEventQuery");
-        }
+        sim::check(sim::captured_event_locked(event, "cudaEventQuery"), "cudaEventQuery");
         stream = event->stream;
         sequence = event->sequence;
     }
@@ -524,10 +535,7 @@ void SimulatedRuntime::synchronize_event(EventHandle event) {
     {
         std::lock_guard<std::mutex> lock(simulator().mutex);
         sim::check(sim::unsafe_call_locked("cudaEventSynchronize"), "cudaEventSynchronize");
-        if (event->capture != nullptr) {
-            sim::invalidate(event->capture, "cudaEventSynchronize of an event recorded in the capture");
-            sim::fail(Status::capture_unsupported, "cudaEventSynchronize");
-        }
+        sim::check(sim::captured_event_locked(event, "cudaEventSynchronize"), "cudaEventSynchronize");
         stream = event->stream;
         sequence = event->sequence;
     }
@@ -545,8 +553,11 @@ void SimulatedRuntime::stream_wait_event(StreamHandle handle, EventHandle event)
     if (stream == nullptr || event == nullptr) {
         sim::fail(Status::invalid_resource_handle, "cudaStreamWaitEvent");
     }
+    if (event->capture != nullptr && event->capture->ended) {
+        sim::fail(Status::captured_event, "cudaStreamWaitEvent");
+    }
     if (event->capture != nullptr) {
-        if (stream->capture == event->capture) {
+        if (stream->capture == event->capture.get()) {
             return;  // the recorded graph is run in order anyway
         }
         if (stream->capture != nullptr) {
@@ -554,7 +565,7 @@ void SimulatedRuntime::stream_wait_event(StreamHandle handle, EventHandle event)
             sim::fail(Status::capture_isolation, "cudaStreamWaitEvent");
         }
         // the waiting stream joins the capture (a fork)
-        stream->capture = event->capture;
+        stream->capture = event->capture.get();
         event->capture->streams.push_back(stream);
         return;
     }
@@ -598,9 +609,9 @@ void SimulatedRuntime::synchronize_device() {
     std::vector<std::pair<sim::StreamState*, uint64_t>> streams;
     {
         std::lock_guard<std::mutex> lock(simulator().mutex);
-        for (auto* capture : simulator().captures) {
+        for (auto& capture : simulator().captures) {
             if (capture->origin->device == sim::current) {
-                sim::invalidate(capture, "cudaDeviceSynchronize while a stream of the device captures");
+                sim::invalidate(capture.get(), "cudaDeviceSynchronize while a stream of the device captures");
                 sim::fail(Status::capture_unsupported, "cudaDeviceSynchronize");
             }
         }
