@@ -40,9 +40,9 @@ template <class Runtime> struct CapturedMoveData {
     static void capture_move_plan(StreamHandle handle, const PreparedMovePlan<Runtime>& plan, MoveDataArguments arguments) {
         if constexpr (Runtime::has_user_objects) {
             Runtime::retain_with_graph(handle, &TableReference<Runtime>::drop, plan.share().release());
-            launch_move_data_with_device_table<Runtime>(handle, arguments, plan.table, plan.classes.blocks,
-                                                        plan.narrow);
-            MTSARRAY_CHECK_LAUNCH(Errors, "move plan");
+            MTSARRAY_CHECKED_LAUNCH(Errors, "move plan",
+                                    launch_move_data_with_device_table<Runtime>(handle, arguments, plan.table,
+                                                                                plan.classes.blocks, plan.narrow));
         } else {
             (void)handle;
             (void)plan;
@@ -126,9 +126,10 @@ template <class Runtime> struct CapturedMoveData {
         std::memcpy(owned->host->data(), entries, table_bytes);
         Runtime::retain_with_graph(handle, &GraphOwnedTable::release, owned);
         Runtime::copy_host_to_device_async(owned->device_table, owned->host->data(), table_bytes, handle);
-        launch_move_data_with_device_table<Runtime>(
-            handle, arguments, static_cast<const MoveTableEntry*>(owned->device_table), blocks, narrow);
-        MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
+        MTSARRAY_CHECKED_LAUNCH(Errors, "move_data",
+                                launch_move_data_with_device_table<Runtime>(
+                                    handle, arguments, static_cast<const MoveTableEntry*>(owned->device_table),
+                                    blocks, narrow));
         return true;
     }
 
@@ -146,10 +147,11 @@ template <class Runtime> struct CapturedMoveData {
                                     arguments.output_row_stride, threads_per_block, max_blocks, scratch);
             MoveDataArguments part = move_data_arguments(classes, arguments.input, arguments.output,
                                                          arguments.input_row_stride, arguments.output_row_stride);
-            launch_move_data<Runtime>(handle, part, entries + first, count, classes.blocks, narrow);
-            MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
+            MTSARRAY_CHECKED_LAUNCH(Errors, "move_data", launch_move_data<Runtime>(handle, part, entries + first, count,
+                                                                                   classes.blocks, narrow));
         }
-    }};
+    }
+};
 
 }  // namespace gpu
 }  // namespace mtsarray::detail

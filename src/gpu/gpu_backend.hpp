@@ -199,8 +199,7 @@ public:
             Runtime::memset_async(data, bytes[0], count * element_size, handle);
             return;
         }
-        launch_fill<Runtime>(handle, data, count, value, element_size);
-        MTSARRAY_CHECK_LAUNCH(Errors, "fill");
+        MTSARRAY_CHECKED_LAUNCH(Errors, "fill", launch_fill<Runtime>(handle, data, count, value, element_size));
     }
 
     void copy(const Stream& stream, void* destination, const void* source, size_t bytes) const override {
@@ -241,8 +240,9 @@ public:
         const bool narrow = narrow_offsets(summary.span);
 
         if (summary.entries <= inline_move_table_capacity) {
-            launch_move_data<Runtime>(handle, arguments, storage.data(), summary.entries, classes.blocks, narrow);
-            MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
+            MTSARRAY_CHECKED_LAUNCH(Errors, "move_data",
+                                    launch_move_data<Runtime>(handle, arguments, storage.data(), summary.entries,
+                                                              classes.blocks, narrow));
             return;
         }
         if (capture.active) {
@@ -260,9 +260,9 @@ public:
         StreamOrderedFree<Runtime> table_owner(table, handle);
         state.uploads.copy(handle, table, storage.data(), table_bytes, storage.page_locked());
         storage.release_after(handle);
-        launch_move_data_with_device_table<Runtime>(handle, arguments, static_cast<const MoveTableEntry*>(table),
-                                                    classes.blocks, narrow);
-        MTSARRAY_CHECK_LAUNCH(Errors, "move_data");
+        MTSARRAY_CHECKED_LAUNCH(Errors, "move_data",
+                                launch_move_data_with_device_table<Runtime>(
+                                    handle, arguments, static_cast<const MoveTableEntry*>(table), classes.blocks, narrow));
     }
 
     std::unique_ptr<const BackendMovePlan> prepare_move_plan(const Stream& stream, const MovePlan& plan,
@@ -326,9 +326,9 @@ public:
             return true;
         }
         plan->wait_until_uploaded(handle);
-        launch_move_data_with_device_table<Runtime>(handle, arguments, plan->table, plan->classes.blocks,
-                                                    plan->narrow);
-        MTSARRAY_CHECK_LAUNCH(Errors, "move plan");
+        MTSARRAY_CHECKED_LAUNCH(Errors, "move plan",
+                                launch_move_data_with_device_table<Runtime>(handle, arguments, plan->table,
+                                                                            plan->classes.blocks, plan->narrow));
         plan->record_use(stream, handle);
         return true;
     }
@@ -347,8 +347,7 @@ public:
                                                  handle);
             return;
         }
-        launch_strided_copy<Runtime>(handle, plan, source.data, destination);
-        MTSARRAY_CHECK_LAUNCH(Errors, "strided_copy");
+        MTSARRAY_CHECKED_LAUNCH(Errors, "strided_copy", launch_strided_copy<Runtime>(handle, plan, source.data, destination));
     }
 
     void copy_to_host(const Stream& stream, void* host_destination, const void* source,

@@ -95,9 +95,19 @@ void check_allocation(typename Errors::Status status, const char* function, size
     }
 }
 
+/// Reads, and so resets, the thread's last error just before a launch,
+/// whatever an earlier call left there (ROCm keeps a not-ready event query
+/// as the last error; another library's failed call stays until read):
+/// the error read after the launch is then the launch's own, as the CUDA
+/// Programming Guide ("Error Checking") advises -- make sure the error
+/// variable is cudaSuccess just before the launch, by calling
+/// cudaGetLastError then. A sticky error is not reset: the launch fails
+/// with it.
+template <class Errors> void forget_last_error() noexcept { (void)Errors::last_error(); }
+
 /// Reports a failed kernel launch (bad configuration, no kernel image for
 /// this GPU, ...) as an Error naming the operation and where it was
-/// launched; use it through MTSARRAY_CHECK_LAUNCH.
+/// launched; use it through MTSARRAY_CHECKED_LAUNCH.
 template <class Errors> void check_launch(const char* operation, const char* file, int line) {
     const typename Errors::Status status = Errors::last_error();
     if (status != Errors::success) {
@@ -108,7 +118,12 @@ template <class Errors> void check_launch(const char* operation, const char* fil
 }  // namespace gpu
 }  // namespace mtsarray::detail
 
-/// Checks the kernel launch just queued for `operation`; the error names the
-/// launching line.
-#define MTSARRAY_CHECK_LAUNCH(Errors, operation) \
-    ::mtsarray::detail::gpu::check_launch<Errors>((operation), __FILE__, __LINE__)
+/// Launches (the statement `...`) and checks the kernel launch of
+/// `operation`, with the last error read just before: the error names the
+/// launching line and is the launch's own.
+#define MTSARRAY_CHECKED_LAUNCH(Errors, operation, ...)                          \
+    do {                                                                         \
+        ::mtsarray::detail::gpu::forget_last_error<Errors>();                    \
+        __VA_ARGS__;                                                             \
+        ::mtsarray::detail::gpu::check_launch<Errors>((operation), __FILE__, __LINE__); \
+    } while (false)

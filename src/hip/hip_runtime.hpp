@@ -261,9 +261,14 @@ struct HipRuntime {
     }
     /// Whether the work before the event's last record is done (true for an
     /// event never recorded); never blocks.
+    /// A not-ready answer is not left as the thread's last error (ROCm may
+    /// keep it there until read; see runtime_error.hpp, forget_last_error).
     static bool event_done(EventHandle event) {
         const hipError_t status = hipEventQuery(event);
         if (status == hipErrorNotReady) {
+            if (hipPeekAtLastError() == hipErrorNotReady) {
+                (void)hipGetLastError();
+            }
             return false;
         }
         MTSARRAY_HIP_CHECK(status);

@@ -190,6 +190,13 @@ void reload_runtime();
 /// Runtime calls refused since the process started because the runtime was
 /// unloaded.
 size_t calls_after_unload();
+
+/// Whose error rules the simulation follows where CUDA and ROCm differ
+/// (faults.cpp): MTSARRAY_SIM_FLAVOUR=hip, or set_flavour; returns the
+/// previous one.
+enum class Flavour { cuda, hip };
+Flavour set_flavour(Flavour flavour);
+Flavour flavour();
 /// Sets how long a host wait meets a held stream before it fails with a
 /// violation (MTSARRAY_SIM_HOST_WAIT_MS); returns the previous value.
 std::chrono::milliseconds set_host_wait_timeout(std::chrono::milliseconds timeout);

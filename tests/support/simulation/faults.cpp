@@ -1,7 +1,20 @@
 // The simulated runtime's errors: its error vocabulary, the last error of
 // each thread, and the runtime's teardown at exit, each rule with the
-// section of the CUDA documentation it follows.
+// section of the CUDA or ROCm documentation it follows.
 //
+// The last error (Runtime API cudaGetLastError: "Returns the last error that
+//   has been produced by any of the runtime calls in the same host thread
+//   and resets it to cudaSuccess"; HIP hipGetLastError, the same words).
+//   Each thread has one; a kernel launch that fails sets it, and so does,
+//   on the HIP flavour (MTSARRAY_SIM_FLAVOUR=hip), an event query answering
+//   not-ready: it stays there until the thread reads it. ROCm's last error
+//   has changed under this rule twice ("HIP API 7.0 changes": before 7.0,
+//   hipGetLastError returned the result of the thread's last call; since,
+//   it keeps "the last actual error caught in the current thread", not
+//   cleared by later calls, with hipErrorNotReady meant to be left out --
+//   which the preview builds of the change did not all do). A program
+//   that reads the last error after a launch without reading it just
+//   before gets whatever an earlier call left: the simulation leaves it.
 // Process teardown (Runtime API, "Data types used by CUDA Runtime":
 //   cudaErrorCudartUnloading, a call "being called during process shut down,
 //   at a point in time after CUDA driver has been unloaded").
@@ -11,6 +24,8 @@
 //   (unload_runtime() does the same at once). A thread that outlives the
 //   exit handlers, like mtsarray's deferred-work thread, meets it.
 
+#include <atomic>
+#include <cstdlib>
 #include <string>
 
 #include "gpu/runtime_error.hpp"
@@ -34,6 +49,27 @@ void check(Status status, const char* call) {
 
 void report(Status status, const char* call) noexcept {
     mtsarray::detail::gpu::check_nothrow<SimulatedErrors>(status, call, "simulated_runtime", 0);
+}
+
+namespace {
+
+Flavour initial_flavour() {
+    const char* value = std::getenv("MTSARRAY_SIM_FLAVOUR");
+    return value != nullptr && std::string(value) == "hip" ? Flavour::hip : Flavour::cuda;
+}
+
+std::atomic<Flavour> current_flavour{initial_flavour()};
+
+}  // namespace
+
+Flavour set_flavour(Flavour flavour) { return current_flavour.exchange(flavour); }
+
+Flavour flavour() { return current_flavour.load(); }
+
+void leave_not_ready() {
+    if (flavour() == Flavour::hip) {
+        last = Status::not_ready;
+    }
 }
 
 void refuse_after_unload(const char* call) {

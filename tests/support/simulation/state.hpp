@@ -195,6 +195,9 @@ void check(Status status, const char* call);
 void report(Status status, const char* call) noexcept;
 void refuse_after_unload(const char* call);
 bool refused_after_unload(const char* call) noexcept;
+/// An event query answered not-ready: the HIP flavour keeps it as the
+/// thread's last error.
+void leave_not_ready();
 
 // ---- streams and events (streams.cpp) ----
 void touch_device(int device);

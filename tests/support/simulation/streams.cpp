@@ -524,8 +524,15 @@ bool SimulatedRuntime::event_done(EventHandle event) {
     if (stream == nullptr) {
         return true;
     }
-    std::lock_guard<std::mutex> lock(stream->mutex);
-    return stream->completed >= sequence;
+    bool done = false;
+    {
+        std::lock_guard<std::mutex> lock(stream->mutex);
+        done = stream->completed >= sequence;
+    }
+    if (!done) {
+        sim::leave_not_ready();  // faults.cpp: the HIP flavour's last error
+    }
+    return done;
 }
 
 void SimulatedRuntime::synchronize_event(EventHandle event) {
