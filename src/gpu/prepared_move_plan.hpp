@@ -10,12 +10,12 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "base/backend.hpp"
 #include "base/stream.hpp"
+#include "base/thread_token.hpp"
 #include "gpu/deferred_work.hpp"
 #include "gpu/device_guard.hpp"
 #include "gpu/event_pool.hpp"
@@ -164,8 +164,7 @@ public:
 
     /// Records that work queued on `stream` reads the table.
     void record_use(const Stream& stream, StreamHandle handle) const {
-        const std::thread::id thread =
-            stream.is_per_thread() ? std::this_thread::get_id() : std::thread::id();
+        const uint64_t thread = stream.is_per_thread() ? this_thread_token() : 0;
         std::lock_guard<std::mutex> lock(mutex_);
         for (auto& use : uses_) {
             if (use.stream == handle && use.thread == thread) {
@@ -191,7 +190,7 @@ public:
 private:
     struct Use {
         StreamHandle stream;
-        std::thread::id thread;  // per-thread default streams: one per thread
+        uint64_t thread;  // per-thread default streams: one per thread (this_thread_token)
         EventLease event;
     };
     /// Drops the plan's share of the table once every event of

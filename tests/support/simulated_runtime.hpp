@@ -30,6 +30,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -111,6 +112,11 @@ void enqueue(int64_t stream, int device, std::function<void()> work);
 /// Queues a consumer's read of `bytes` bytes of device memory at `source`
 /// into host memory: checked, like every queued copy, when it runs.
 void enqueue_read(int64_t stream, int device, void* destination, const void* source, size_t bytes);
+
+/// Runs `work` on a new thread whose std::thread::id is `id` (an exited
+/// thread's: ids are reused, streams.cpp), trying up to 1000 threads;
+/// returns whether one had that id (then `work` ran on it).
+bool run_on_a_thread_with_id(std::thread::id id, const std::function<void()>& work);
 
 /// Host waits made by the calling thread so far.
 size_t host_waits();

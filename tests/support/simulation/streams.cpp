@@ -20,6 +20,14 @@
 //   calling thread's per-thread default stream of the current device: two
 //   threads naming 2 get two different streams. Per-thread streams are
 //   blocking streams ("Per-thread default stream").
+// Threads and their ids (pthread_self(3): "A thread ID may be reused after
+//   a terminated thread has been joined, or a detached thread has
+//   terminated"; glibc reuses them at once, with the exited thread's stack).
+//   A per-thread stream belongs to its thread, not to the thread's id: the
+//   work an exited thread queued there still runs, in order, and the
+//   legacy stream still orders after it; a later thread, whose id may well
+//   be the exited one's, gets a stream of its own.
+//   run_on_a_thread_with_id() makes such a thread for a test.
 // Events (Programming Guide "Events"; Runtime API "Event Management",
 //   cudaStreamWaitEvent in "Stream Management").
 //   record captures the work queued on the stream so far; query never
@@ -310,6 +318,22 @@ void wait_for_device_locked(std::unique_lock<std::mutex>& lock, int device, cons
 }
 
 // ---- test controls -----------------------------------------------------------------
+
+bool run_on_a_thread_with_id(std::thread::id id, const std::function<void()>& work) {
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        bool reused = false;
+        std::thread([&] {
+            reused = std::this_thread::get_id() == id;
+            if (reused) {
+                work();
+            }
+        }).join();
+        if (reused) {
+            return true;
+        }
+    }
+    return false;
+}
 
 int64_t create_stream(int device, bool blocking) {
     MTSARRAY_EXPECTS(device >= 0 && device < simulator().devices, "no simulated device " + std::to_string(device));
