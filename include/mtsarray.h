@@ -383,8 +383,37 @@ MTSARRAY_EXPORT mts_status_t mtsarray_set_allocator(DLDeviceType device_type,
  * whose free is still queued on a stream, stays. No-op for the CPU and for
  * a device type whose backend has no device; errors for a backend not
  * compiled in.
+ *
+ * Memory pressure: mtsarray shares each GPU with the other libraries of
+ * the process (PyTorch's caching allocator keeps what it frees, and trims
+ * its own cache only when it runs out). mtsarray's pool keeps up to its
+ * release threshold (`mtsarray_set_release_threshold`) of freed memory
+ * across synchronisations and gives what it keeps beyond back at the next
+ * stream, event or device synchronisation of the process, anyone's. An
+ * allocation of mtsarray's that does not fit gives everything the pool
+ * keeps back and tries once more; if that fails too the error says so
+ * (out of memory, with the sizes). Memory another library keeps cached is
+ * that library's to give back (torch.cuda.empty_cache()).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_release_cached_memory(DLDevice device);
+
+/**
+ * How much freed memory mtsarray's pool keeps cached on `device` (a CUDA or
+ * ROCm device) across synchronisations: beyond it, cached memory goes back
+ * to the device at the next stream, event or device synchronisation. The
+ * default, the smaller of 256 MiB and 1/16 of the device's memory, keeps
+ * the arrays of a typical step for reuse and leaves the rest to other
+ * libraries; a program that makes and drops larger arrays every step (and
+ * has the room) may raise it to avoid mapping memory again, and 0 gives
+ * everything back at every synchronisation. Applies from now on, to
+ * memory already cached too. No-op for the CPU; `mtsarray_get_release_threshold`
+ * answers 0 there. Errors: a device that can not be used (`bytes` NULL for
+ * the getter).
+ */
+MTSARRAY_EXPORT mts_status_t mtsarray_set_release_threshold(DLDevice device, uint64_t bytes);
+
+/** The release threshold of `device` (see `mtsarray_set_release_threshold`), in `*bytes`. */
+MTSARRAY_EXPORT mts_status_t mtsarray_get_release_threshold(DLDevice device, uint64_t* bytes);
 
 /**
  * Use up to `count` threads, the calling thread included, for work on host

@@ -215,6 +215,31 @@ std::string backend_unavailable_reason(nb::handle device_type) {
     return reason == nullptr ? "" : reason;
 }
 
+void empty_cache(nb::handle device) {
+    const DLDevice target = parse_device(device);
+    mts_status_t status;
+    {
+        nb::gil_scoped_release release;
+        status = mtsarray_release_cached_memory(target);
+    }
+    check(status);
+}
+
+void set_release_threshold(nb::handle device, int64_t bytes) {
+    if (bytes < 0) {
+        raise(PyExc_ValueError, "the release threshold is a number of bytes, got " + std::to_string(bytes));
+    }
+    const DLDevice target = parse_device(device);
+    check(mtsarray_set_release_threshold(target, static_cast<uint64_t>(bytes)));
+}
+
+uint64_t get_release_threshold(nb::handle device) {
+    const DLDevice target = parse_device(device);
+    uint64_t bytes = 0;
+    check(mtsarray_get_release_threshold(target, &bytes));
+    return bytes;
+}
+
 uintptr_t tensormap_to(uintptr_t address, nb::handle device, nb::handle stream) {
     if (address == 0) {
         raise(PyExc_ValueError, "tensormap_to: the TensorMap is empty (released)");

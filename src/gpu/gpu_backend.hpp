@@ -176,6 +176,24 @@ public:
         device_state(device.device_id).memory.trim();
     }
 
+    uint64_t release_threshold(DLDevice device) const override {
+        if (device.device_type != Runtime::device_type) {
+            return 0;
+        }
+        check_device(device);
+        DeviceGuard<Runtime> guard(device.device_id);
+        return device_state(device.device_id).memory.release_threshold();
+    }
+
+    void set_release_threshold(DLDevice device, uint64_t bytes) const override {
+        if (device.device_type != Runtime::device_type) {
+            return;
+        }
+        check_device(device);
+        DeviceGuard<Runtime> guard(device.device_id);
+        device_state(device.device_id).memory.set_release_threshold(bytes);
+    }
+
     // ---- work -------------------------------------------------------------
 
     void fill(const Stream& stream, void* data, size_t count, const void* value,

@@ -135,6 +135,43 @@ size_t allocated_bytes();
 size_t pinned_allocations();
 size_t pinned_frees();
 
+/// The size of `device`'s memory (80 GiB until set); returns the previous
+/// one. Pools, cudaMalloc and foreign allocators share it (memory.cpp).
+size_t set_device_memory(int device, size_t bytes);
+/// Device memory of `device` held now: by pools (in use and cached), by
+/// cudaMalloc and by foreign allocators.
+size_t device_memory_used(int device);
+
+/// Another library's caching allocator of one device, as PyTorch's is in a
+/// training loop: it takes device memory from the device's size, keeps
+/// what is freed to it for reuse, and gives its cache back only when an
+/// allocation does not fit (then tries once more) or when asked
+/// (empty_cache, PyTorch's torch.cuda.empty_cache). Thread-safe.
+class ForeignCachingAllocator {
+public:
+    explicit ForeignCachingAllocator(int device);
+    /// Gives everything back (what is still in use too).
+    ~ForeignCachingAllocator();
+    ForeignCachingAllocator(const ForeignCachingAllocator&) = delete;
+    ForeignCachingAllocator& operator=(const ForeignCachingAllocator&) = delete;
+
+    /// `bytes` of device memory, or nullptr when the device has no room
+    /// even after the cache was given back.
+    void* allocate(size_t bytes);
+    /// Keeps the block of `data` for reuse.
+    void free(void* data);
+    /// Gives the cached blocks back to the device.
+    void empty_cache();
+    /// Device memory held: in use and cached.
+    size_t reserved() const;
+    int device() const { return device_; }
+
+private:
+    struct State;
+    int device_;
+    std::unique_ptr<State> state_;
+};
+
 /// Host -> device copies queued so far (cudaMemcpyAsync from host memory),
 /// and device allocations made (stream-ordered or not), in the process.
 size_t host_to_device_copies();
@@ -267,7 +304,9 @@ struct SimulatedRuntime {
     static constexpr CaptureMode relaxed_capture_mode = CaptureMode::relaxed;
 
     static PoolHandle create_pool(int device);
+    static void set_release_threshold(PoolHandle pool, uint64_t bytes);
     static void trim_pool(PoolHandle) noexcept;
+    static size_t device_memory_bytes(int device);
     static void* allocate_from_pool(size_t bytes, PoolHandle pool, StreamHandle stream);
     static void free_async(void* data, StreamHandle stream) noexcept;
     static void* allocate_pinned(size_t bytes);

@@ -44,10 +44,13 @@ from ._mtsarray import (  # noqa: E402
     _library_version,
     backend_available,
     backend_unavailable_reason,
+    empty_cache,
     from_dlpack,
     full,
     get_num_threads,
+    get_release_threshold,
     set_num_threads,
+    set_release_threshold,
     zeros,
 )
 from ._metatensor import tensormap_to  # noqa: E402  (registers the array wrapper)
@@ -68,10 +71,13 @@ __all__ = [
     "__version__",
     "backend_available",
     "backend_unavailable_reason",
+    "empty_cache",
     "from_dlpack",
     "full",
     "get_num_threads",
+    "get_release_threshold",
     "set_num_threads",
+    "set_release_threshold",
     "tensormap_to",
     "zeros",
 ]

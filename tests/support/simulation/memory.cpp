@@ -18,12 +18,43 @@
 //   its stream has reached it and it is done: a host wait for the stream.
 //   A copy to pageable host memory returns only when it is done (Runtime API
 //   "API synchronization behavior"): a host wait.
+// Device memory is finite (Runtime API cudaMemGetInfo; Programming Guide
+//   "Stream Ordered Memory Allocator > Physical Page Caching Behavior": "By
+//   default, the allocator tries to minimize the physical memory owned by a
+//   pool. To reduce the OS calls to allocate and free physical memory,
+//   applications must configure a memory footprint for each pool. [...] the
+//   release threshold attribute"; Runtime API cudaMemPoolSetAttribute,
+//   cudaMemPoolAttrReleaseThreshold: "Amount of reserved memory in bytes to
+//   hold onto before trying to release memory back to the OS. When more
+//   than the release threshold bytes of memory are held by the memory pool,
+//   the allocator will try to release memory back to the OS on the next
+//   call to stream, event or context synchronize. (default 0)";
+//   cudaMemPoolTrimTo: it releases memory until the pool holds fewer than
+//   the bytes asked, "or there is no more memory that the allocator can
+//   safely release").
+//   Each device has a size (set_device_memory, 80 GiB by default), which
+//   pools, cudaMalloc and foreign allocators (ForeignCachingAllocator, the
+//   place of PyTorch's caching allocator) share: an allocation beyond it
+//   fails with cudaErrorMemoryAllocation. A pool holds what it allocated
+//   until it gives it back: a block freed into it (when the free's turn
+//   comes on its stream) stays cached for the pool's later allocations (one
+//   takes what it needs of a cached block, the rest stays cached), and goes
+//   back to the device when the pool is trimmed,
+//   or -- beyond the pool's release threshold -- at the next stream, event
+//   or device synchronisation. A pool allocation that does not fit fails
+//   even when the pool has cached blocks (which may be too small or
+//   fragmented: the driver does not trim for the caller). A foreign
+//   allocator keeps its freed blocks, and empties its cache only when an
+//   allocation of its own does not fit (then tries once more) or when asked.
 
 #include <cstring>
+#include <iterator>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/simulation/state.hpp"
@@ -63,14 +94,41 @@ const std::pair<const uintptr_t, Allocation>* containing(const std::map<uintptr_
 
 }  // namespace
 
-void* register_memory(size_t bytes, int device, MemoryKind kind) {
+void* register_memory(size_t bytes, int device, MemoryKind kind, PoolState* pool, size_t block, bool foreign) {
     void* data = new_memory(bytes);
     if (data == nullptr) {
         return nullptr;
     }
     std::lock_guard<std::mutex> lock(simulator().mutex);
-    simulator().live[reinterpret_cast<uintptr_t>(data)] = Allocation{bytes == 0 ? 1 : bytes, device, kind};
+    simulator().live[reinterpret_cast<uintptr_t>(data)] =
+        Allocation{bytes == 0 ? 1 : bytes, device, kind, pool, block, foreign};
     return data;
+}
+
+bool take_device_memory_locked(int device, size_t bytes) {
+    Simulator& state = simulator();
+    if (bytes > state.device_memory[device] || state.device_used[device] > state.device_memory[device] - bytes) {
+        return false;
+    }
+    state.device_used[device] += bytes;
+    return true;
+}
+
+// Gives cached blocks of `pool` back to its device, largest first, until it
+// holds at most `keep` bytes.
+void trim_locked(PoolState* pool, size_t keep) {
+    while (pool->reserved > keep && !pool->cached.empty()) {
+        const auto largest = std::prev(pool->cached.end());
+        pool->reserved -= *largest;
+        simulator().device_used[pool->device] -= *largest;
+        pool->cached.erase(largest);
+    }
+}
+
+void release_above_thresholds_locked() {
+    for (auto* pool : simulator().pools) {
+        trim_locked(pool, pool->release_threshold);
+    }
 }
 
 // with the simulator's mutex held
@@ -83,6 +141,14 @@ void release_locked(void* data, const char* call) {
         return;
     }
     std::memset(data, poison, found->second.bytes);
+    const Allocation& allocation = found->second;
+    if (allocation.kind == MemoryKind::device && !allocation.foreign) {
+        if (allocation.pool != nullptr) {
+            allocation.pool->cached.insert(allocation.block);  // kept by the pool
+        } else {
+            state.device_used[allocation.device] -= allocation.bytes;  // cudaFree
+        }
+    }
     state.quarantine.insert(*found);
     state.quarantine_order.push_back(address);
     state.quarantined_bytes += found->second.bytes;
@@ -155,6 +221,102 @@ size_t pinned_frees() {
     return simulator().pinned_frees;
 }
 
+size_t set_device_memory(int device, size_t bytes) {
+    MTSARRAY_EXPECTS(device >= 0 && device < simulator().devices, "no simulated device " + std::to_string(device));
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    return std::exchange(simulator().device_memory[device], bytes);
+}
+
+size_t device_memory_used(int device) {
+    MTSARRAY_EXPECTS(device >= 0 && device < simulator().devices, "no simulated device " + std::to_string(device));
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    return simulator().device_used[device];
+}
+
+struct ForeignCachingAllocator::State {
+    std::mutex mutex;
+    std::map<void*, size_t> in_use;
+    std::multimap<size_t, void*> cached;
+    size_t reserved = 0;
+};
+
+ForeignCachingAllocator::ForeignCachingAllocator(int device) : device_(device), state_(std::make_unique<State>()) {
+    MTSARRAY_EXPECTS(device >= 0 && device < simulator().devices, "no simulated device " + std::to_string(device));
+}
+
+ForeignCachingAllocator::~ForeignCachingAllocator() {
+    empty_cache();
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::lock_guard<std::mutex> simulator_lock(simulator().mutex);
+    for (const auto& block : state_->in_use) {
+        release_locked(block.first, "a foreign allocator's free");
+        simulator().device_used[device_] -= block.second;
+    }
+}
+
+void* ForeignCachingAllocator::allocate(size_t bytes) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    const auto cached = state_->cached.lower_bound(bytes);
+    if (cached != state_->cached.end()) {
+        void* data = cached->second;
+        state_->in_use[data] = cached->first;
+        state_->cached.erase(cached);
+        return data;
+    }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        bool taken = false;
+        {
+            std::lock_guard<std::mutex> simulator_lock(simulator().mutex);
+            taken = take_device_memory_locked(device_, bytes);
+            if (!taken && attempt == 0) {
+                // out of memory: its whole cache back to the device, once
+                for (const auto& block : state_->cached) {
+                    release_locked(block.second, "a foreign allocator's free");
+                    simulator().device_used[device_] -= block.first;
+                    state_->reserved -= block.first;
+                }
+                state_->cached.clear();
+            }
+        }
+        if (taken) {
+            void* data = register_memory(bytes, device_, MemoryKind::device, nullptr, 0, /*foreign=*/true);
+            if (data == nullptr) {
+                std::lock_guard<std::mutex> simulator_lock(simulator().mutex);
+                simulator().device_used[device_] -= bytes;
+                return nullptr;
+            }
+            state_->in_use[data] = bytes;
+            state_->reserved += bytes;
+            return data;
+        }
+    }
+    return nullptr;
+}
+
+void ForeignCachingAllocator::free(void* data) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    const auto found = state_->in_use.find(data);
+    MTSARRAY_EXPECTS(found != state_->in_use.end(), "ForeignCachingAllocator::free of memory it did not give");
+    state_->cached.emplace(found->second, data);
+    state_->in_use.erase(found);
+}
+
+void ForeignCachingAllocator::empty_cache() {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::lock_guard<std::mutex> simulator_lock(simulator().mutex);
+    for (const auto& block : state_->cached) {
+        release_locked(block.second, "a foreign allocator's free");
+        simulator().device_used[device_] -= block.first;
+        state_->reserved -= block.first;
+    }
+    state_->cached.clear();
+}
+
+size_t ForeignCachingAllocator::reserved() const {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    return state_->reserved;
+}
+
 size_t host_to_device_copies() { return uploads.load(); }
 size_t device_allocations() { return device_allocation_count.load(); }
 
@@ -178,20 +340,41 @@ SimulatedRuntime::PoolHandle SimulatedRuntime::create_pool(int device) {
         sim::check(sim::unsafe_call_locked("cudaMemPoolCreate"), "cudaMemPoolCreate");
     }
     sim::touch_device(device);
-    return new sim::PoolState(device);
+    auto* pool = new sim::PoolState(device);
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    simulator().pools.push_back(pool);
+    return pool;
 }
 
-void SimulatedRuntime::trim_pool(PoolHandle) noexcept {
+void SimulatedRuntime::set_release_threshold(PoolHandle pool, uint64_t bytes) {
+    sim::refuse_after_unload("cudaMemPoolSetAttribute");
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    sim::check(sim::unsafe_call_locked("cudaMemPoolSetAttribute"), "cudaMemPoolSetAttribute");
+    pool->release_threshold = bytes;
+}
+
+void SimulatedRuntime::trim_pool(PoolHandle pool) noexcept {
     if (sim::refused_after_unload("cudaMemPoolTrimTo")) {
         return;
     }
     std::lock_guard<std::mutex> lock(simulator().mutex);
-    sim::report(sim::unsafe_call_locked("cudaMemPoolTrimTo"), "cudaMemPoolTrimTo");
+    const Status status = sim::unsafe_call_locked("cudaMemPoolTrimTo");
+    sim::report(status, "cudaMemPoolTrimTo");
+    if (status == Status::success) {
+        sim::trim_locked(pool, 0);
+    }
+}
+
+size_t SimulatedRuntime::device_memory_bytes(int device) {
+    sim::refuse_after_unload("cudaMemGetInfo");
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    return simulator().device_memory[device];
 }
 
 void* SimulatedRuntime::allocate_from_pool(size_t bytes, PoolHandle pool, StreamHandle handle) {
     sim::refuse_after_unload("cudaMallocFromPoolAsync");
     sim::device_allocation_count++;
+    size_t block = 0;
     {
         std::lock_guard<std::mutex> lock(simulator().mutex);
         sim::StreamState* stream = sim::resolve_locked(handle);
@@ -201,9 +384,29 @@ void* SimulatedRuntime::allocate_from_pool(size_t bytes, PoolHandle pool, Stream
         if (stream->capture == nullptr) {
             sim::check(sim::unsafe_call_locked("cudaMallocFromPoolAsync"), "cudaMallocFromPoolAsync");
         }
+        const size_t needed = bytes == 0 ? 1 : bytes;
+        const auto cached = pool->cached.lower_bound(needed);
+        if (cached != pool->cached.end()) {
+            // a freed block of the pool, reused: the allocation takes what
+            // it needs, the rest stays cached
+            const size_t rest = *cached - needed;
+            pool->cached.erase(cached);
+            if (rest != 0) {
+                pool->cached.insert(rest);
+            }
+            block = needed;
+        } else if (sim::take_device_memory_locked(pool->device, needed)) {
+            block = needed;
+            pool->reserved += needed;
+        } else {
+            mtsarray::detail::gpu::check_allocation<SimulatedErrors>(
+                Status::memory_allocation, "cudaMallocFromPoolAsync", bytes, "simulated_runtime", 0);
+        }
     }
-    void* data = sim::register_memory(bytes, pool->device, MemoryKind::device);
+    void* data = sim::register_memory(bytes, pool->device, MemoryKind::device, pool, block);
     if (data == nullptr) {
+        std::lock_guard<std::mutex> lock(simulator().mutex);
+        pool->cached.insert(block);
         mtsarray::detail::gpu::check_allocation<SimulatedErrors>(Status::memory_allocation, "cudaMallocFromPoolAsync",
                                                                  bytes, "simulated_runtime", 0);
     }
@@ -303,8 +506,20 @@ void* SimulatedRuntime::allocate_device(size_t bytes) {
         sim::check(sim::unsafe_call_locked("cudaMalloc"), "cudaMalloc");
     }
     sim::device_allocation_count++;
-    void* data = sim::register_memory(bytes, sim::current, MemoryKind::device);
+    const int device = sim::current;
+    {
+        std::lock_guard<std::mutex> lock(simulator().mutex);
+        if (!sim::take_device_memory_locked(device, bytes == 0 ? 1 : bytes)) {
+            mtsarray::detail::gpu::check_allocation<SimulatedErrors>(Status::memory_allocation, "cudaMalloc", bytes,
+                                                                     "simulated_runtime", 0);
+        }
+    }
+    void* data = sim::register_memory(bytes, device, MemoryKind::device);
     if (data == nullptr) {
+        {
+            std::lock_guard<std::mutex> lock(simulator().mutex);
+            simulator().device_used[device] -= bytes == 0 ? 1 : bytes;
+        }
         mtsarray::detail::gpu::check_allocation<SimulatedErrors>(Status::memory_allocation, "cudaMalloc", bytes,
                                                                  "simulated_runtime", 0);
     }

@@ -103,6 +103,10 @@ struct EventState {
 struct PoolState {
     explicit PoolState(int device_) : device(device_) {}
     const int device;
+    // guarded by the simulator's mutex
+    size_t reserved = 0;            // device memory the pool holds: in use and cached
+    std::multiset<size_t> cached;   // the blocks freed into it, kept for reuse
+    uint64_t release_threshold = 0;  // cudaMemPoolAttrReleaseThreshold (CUDA's default)
 };
 
 struct Capture {
@@ -123,6 +127,12 @@ struct Allocation {
     size_t bytes;
     int device;
     MemoryKind kind;
+    // device memory: the pool it came from (null for cudaMalloc and foreign
+    // allocators) and the block of the pool it holds
+    PoolState* pool = nullptr;
+    size_t block = 0;
+    // device memory a foreign allocator holds: counted there, not here
+    bool foreign = false;
 };
 
 struct Simulator {
@@ -140,6 +150,9 @@ struct Simulator {
     std::vector<std::shared_ptr<Capture>> captures;  // the captures under way
     unsigned long long next_capture = 1;
     uint64_t next_stream = 0;
+    std::vector<PoolState*> pools;
+    size_t device_memory[max_devices] = {};  // the size of each device
+    size_t device_used[max_devices] = {};    // held by pools, cudaMalloc and foreign allocators
     size_t pinned_allocations = 0;
     size_t pinned_frees = 0;
     std::set<const void*> loaded_kernels[max_devices];
@@ -164,6 +177,7 @@ struct Simulator {
           block_order(seed ^ 0xB10C0DE5ULL) {
         for (int device = 0; device < devices; device++) {
             legacy[device] = make_stream(device, Kind::legacy, false);
+            device_memory[device] = size_t(80) << 30;  // an H100's, until a test sets another
         }
     }
 
@@ -223,7 +237,14 @@ Status pageable_copy_locked(StreamState* stream, const char* call);
 Status unsafe_call_locked(const char* call);
 
 // ---- memory (memory.cpp) ----
-void* register_memory(size_t bytes, int device, MemoryKind kind);
+void* register_memory(size_t bytes, int device, MemoryKind kind, PoolState* pool = nullptr, size_t block = 0,
+                      bool foreign = false);
+/// Takes `bytes` of `device`'s memory: false when it does not have them.
+bool take_device_memory_locked(int device, size_t bytes);
+/// Gives the cached blocks of the pools above their release threshold
+/// back to their device: at every stream, event or device synchronisation.
+void release_above_thresholds_locked();
+void trim_locked(PoolState* pool, size_t keep);
 void release_locked(void* data, const char* call);
 bool check_memory(const void* data, size_t bytes, const char* what, int device, bool any_device = false);
 bool is_page_locked(const void* data);

@@ -575,6 +575,8 @@ void SimulatedRuntime::synchronize_event(EventHandle event) {
     } else {
         sim::thread_host_waits++;
     }
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    sim::release_above_thresholds_locked();
 }
 
 void SimulatedRuntime::stream_wait_event(StreamHandle handle, EventHandle event) {
@@ -633,6 +635,8 @@ void SimulatedRuntime::synchronize_stream(StreamHandle handle) {
         sequence = stream->pushed;
     }
     sim::check(sim::host_wait(stream, sequence, "cudaStreamSynchronize"), "cudaStreamSynchronize");
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    sim::release_above_thresholds_locked();  // memory.cpp: pools give memory back at synchronisations
 }
 
 void SimulatedRuntime::synchronize_device() {
@@ -653,6 +657,8 @@ void SimulatedRuntime::synchronize_device() {
     for (const auto& stream : streams) {
         sim::check(sim::host_wait(stream.first, stream.second, "cudaDeviceSynchronize"), "cudaDeviceSynchronize");
     }
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    sim::release_above_thresholds_locked();
 }
 
 }  // namespace mtsarray_test
