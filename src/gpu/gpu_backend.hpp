@@ -100,6 +100,7 @@ public:
         MTSARRAY_EXPECTS(devices.count > 0, devices.failure);
         MTSARRAY_EXPECTS(device.device_id >= 0 && device.device_id < devices.count,
                          out_of_range(device.device_id, devices.count));
+        DeviceFaults<Errors>::check();  // fails fast after a device fault
     }
 
     bool available() const noexcept override { return probe().count > 0; }
@@ -131,8 +132,8 @@ public:
     }
 
     void deallocate(const Stream& stream, void* data, size_t /*bytes*/) const noexcept override {
-        if (data == nullptr || data == host_zero_size_allocation()) {
-            return;
+        if (data == nullptr || data == host_zero_size_allocation() || DeviceFaults<Errors>::met()) {
+            return;  // (after a device fault nothing can be freed: reported once, runtime_error.hpp)
         }
         const DLDevice device = stream.device();
         try {
@@ -630,6 +631,7 @@ private:
         MTSARRAY_EXPECTS(stream.device().device_type == Runtime::device_type && !stream.is_none(),
                          std::string(operation) + ": the " + Runtime::name + " backend only computes on " +
                              device_type_name(Runtime::device_type) + " streams, got " + stream.describe());
+        DeviceFaults<Errors>::check();  // fails fast after a device fault
         // the runtime resolves stream 2 to the calling thread's stream
         MTSARRAY_EXPECTS(stream.belongs_to_this_thread(),
                          std::string(operation) + ": " + stream.describe() +

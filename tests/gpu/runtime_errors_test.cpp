@@ -8,9 +8,11 @@
 //    runtime call fails with it: one clear error naming the fault, every
 //    later call failing fast with it, and no retry loop burying it.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -108,5 +110,80 @@ TEST(LastError, ALaunchReportsItsOwnErrorAndNoEarlierOne) {
     backend.deallocate(stream, input, bytes);
     backend.deallocate(stream, output, bytes);
     sim::drain();
+    sim::destroy_stream(number);
+}
+
+// ---- device faults -----------------------------------------------------------------------
+
+namespace {
+
+/// A sticky fault of device 0 for the scope's lifetime, forgotten after
+/// (as in a new process).
+class FaultScope {
+public:
+    FaultScope() { sim::inject_fault(0); }
+    ~FaultScope() {
+        sim::clear_fault();
+        sim::drain();
+    }
+};
+
+size_t occurrences(const std::string& text, const std::string& word) {
+    size_t count = 0;
+    for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + word.size())) {
+        count++;
+    }
+    return count;
+}
+
+}  // namespace
+
+// A release waits on the deferred-work thread for a stream held by a slow
+// kernel; another kernel faults the device meanwhile. The wait meets the
+// fault: it is reported once, not retried; every later call fails at once
+// with a message naming the fault, and arrays destroyed then say nothing.
+TEST(DeviceFault, OneClearErrorThenEveryCallFailsFastAndNothingRetries) {
+    ASSERT_TRUE(sim::in_use()) << "run with MTSARRAY_TEST_GPU=simulated";
+    const auto& backend = mtsarray::detail::memory_backend(kDLCUDA);
+    const int64_t number = sim::create_stream(0);
+    const Stream stream = Stream::parse(gpu0, number);
+    auto array = std::make_unique<mtsarray::Array>(mtsarray::Array::full<double>(gpu0, {16}, 1.0));
+    array->set_stream(number);
+    sim::drain();
+    std::atomic<bool> released{false};
+    {
+        auto gate = sim::hold(number, 0);
+        backend.release_after(stream, [&released] { released = true; });  // waits on the deferred thread
+        ::testing::internal::CaptureStderr();
+        {
+            FaultScope fault;
+            gate.open();
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));  // 30 retries at 10 ms
+            std::string error;
+            const auto start = std::chrono::steady_clock::now();
+            const mts_array_t& raw = array->get();
+            mts_array_t copy = {};
+            if (raw.copy(raw.ptr, gpu0, &copy) == MTS_SUCCESS) {
+                copy.destroy(copy.ptr);
+                ADD_FAILURE() << "a copy on the faulted device succeeded";
+            }
+            error = last_error();
+            const auto elapsed = std::chrono::steady_clock::now() - start;
+            EXPECT_NE(error.find("cudaErrorIllegalAddress"), std::string::npos) << error;
+            EXPECT_NE(error.find("fault"), std::string::npos) << error;
+            EXPECT_LT(elapsed, std::chrono::milliseconds(100)) << "the call did not fail fast";
+            for (int call = 0; call < 3; call++) {
+                EXPECT_EQ(raw.copy(raw.ptr, gpu0, &copy), MTS_CALLBACK_ERROR);
+                EXPECT_NE(last_error().find("had a fault earlier in this process"), std::string::npos)
+                    << last_error();
+            }
+            array.reset();  // its free meets the fault: nothing more is said
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        const std::string printed = ::testing::internal::GetCapturedStderr();
+        EXPECT_EQ(occurrences(printed, "will retry"), 0u) << printed;
+        EXPECT_LE(occurrences(printed, "cudaErrorIllegalAddress"), 1u) << printed;
+        EXPECT_FALSE(released.load()) << "memory went back to its owner while the device may still use it";
+    }
     sim::destroy_stream(number);
 }

@@ -64,6 +64,7 @@ enum class Status {
     captured_event,
     host_wait_timeout,
     runtime_unloading,
+    illegal_address,
 };
 
 enum class CaptureMode { global, thread_local_mode, relaxed };
@@ -234,6 +235,14 @@ void reload_runtime();
 /// unloaded.
 size_t calls_after_unload();
 
+/// A sticky fault of `device` (an illegal address in some kernel, by
+/// default): from now on every runtime call there fails with it, the work
+/// queued there is dropped, and host waits for it return it (faults.cpp).
+/// clear_fault() forgets it, as a new process would (mtsarray's record of
+/// it included).
+void inject_fault(int device, Status status = Status::illegal_address);
+void clear_fault();
+
 /// Whose error rules the simulation follows where CUDA and ROCm differ
 /// (faults.cpp): MTSARRAY_SIM_FLAVOUR=hip, or set_flavour; returns the
 /// previous one.
@@ -263,6 +272,7 @@ struct SimulatedErrors {
     static const char* description(Status status) noexcept;
     static Status last_error() noexcept;
     static bool is_silent(Status status) noexcept { return status == Status::runtime_unloading; }
+    static bool is_sticky(Status status) noexcept { return status == Status::illegal_address; }
 };
 
 /// The traits of src/gpu/gpu_backend.hpp (see there for what each does).

@@ -199,7 +199,7 @@ using sim::Status;
 using sim::simulator;
 
 SimulatedRuntime::CaptureState SimulatedRuntime::capture_state(StreamHandle handle) {
-    sim::refuse_after_unload("cudaStreamGetCaptureInfo");
+    sim::refuse_unusable_runtime("cudaStreamGetCaptureInfo");
     std::lock_guard<std::mutex> lock(simulator().mutex);
     sim::StreamState* stream = sim::resolve_locked(handle);
     if (stream == nullptr) {
@@ -221,7 +221,7 @@ SimulatedRuntime::CaptureMode SimulatedRuntime::exchange_capture_mode(CaptureMod
 }
 
 void SimulatedRuntime::retain_with_graph(StreamHandle handle, void (*release)(void*), void* object) {
-    sim::refuse_after_unload("cudaGraphRetainUserObject");
+    sim::refuse_unusable_runtime("cudaGraphRetainUserObject");
     std::lock_guard<std::mutex> lock(simulator().mutex);
     sim::StreamState* stream = sim::resolve_locked(handle);
     if (stream == nullptr || stream->capture == nullptr) {

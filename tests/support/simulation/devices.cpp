@@ -77,7 +77,7 @@ void set_device(int device) { SimulatedRuntime::set_device(device); }
 
 void detail::enqueue_kernel(StreamState* stream, mtsarray::detail::gpu::KernelKey kernel, unsigned blocks,
                             std::vector<const void*> touched, std::function<void(unsigned)> run_block) {
-    refuse_after_unload("cudaLaunchKernel");
+    refuse_unusable_runtime("cudaLaunchKernel");
     Simulator& state = simulator();
     std::unique_lock<std::mutex> lock(state.mutex);
     StreamState* target = resolve_locked(stream);
@@ -140,12 +140,12 @@ using sim::Status;
 using sim::simulator;
 
 int SimulatedRuntime::current_device() {
-    sim::refuse_after_unload("cudaGetDevice");
+    sim::refuse_unusable_runtime("cudaGetDevice");
     return sim::current;
 }
 
 void SimulatedRuntime::set_device(int device) {
-    sim::refuse_after_unload("cudaSetDevice");
+    sim::refuse_unusable_runtime("cudaSetDevice");
     if (device < 0 || device >= simulator().devices) {
         sim::fail(Status::invalid_device, "cudaSetDevice");
     }
@@ -154,7 +154,7 @@ void SimulatedRuntime::set_device(int device) {
 }
 
 void SimulatedRuntime::restore_device(int device) noexcept {
-    if (sim::refused_after_unload("cudaSetDevice")) {
+    if (sim::refused_unusable_runtime("cudaSetDevice")) {
         return;
     }
     if (device < 0 || device >= simulator().devices) {
@@ -170,7 +170,7 @@ bool SimulatedRuntime::device_active(int device) noexcept {
 }
 
 void SimulatedRuntime::load_kernel(mtsarray::detail::gpu::KernelKey kernel) {
-    sim::refuse_after_unload("cudaFuncGetAttributes");
+    sim::refuse_unusable_runtime("cudaFuncGetAttributes");
     std::unique_lock<std::mutex> lock(simulator().mutex);
     const int device = sim::current;
     sim::touch_device(device);

@@ -15,6 +15,18 @@
 //   which the preview builds of the change did not all do). A program
 //   that reads the last error after a launch without reading it just
 //   before gets whatever an earlier call left: the simulation leaves it.
+// Sticky faults (Runtime API, "Data types used by CUDA Runtime":
+//   cudaErrorIllegalAddress, "The device encountered a load or store
+//   instruction on an invalid memory address. This leaves the process in an
+//   inconsistent state and any further CUDA work will return the same
+//   error. To continue using CUDA, the process must be terminated and
+//   relaunched"; the same words for cudaErrorLaunchFailure, cudaErrorAssert
+//   and the other faults of a kernel).
+//   inject_fault(device) makes one: from then on every runtime call made
+//   with the device current fails with it, the thread's last error is it
+//   and stays (reading it does not reset it), the work queued on the
+//   device's streams is dropped, and a host wait for one of them, under way
+//   or later, returns it. clear_fault() stands for a new process.
 // Process teardown (Runtime API, "Data types used by CUDA Runtime":
 //   cudaErrorCudartUnloading, a call "being called during process shut down,
 //   at a point in time after CUDA driver has been unloaded").
@@ -27,6 +39,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "gpu/runtime_error.hpp"
 #include "support/simulation/state.hpp"
@@ -72,20 +85,58 @@ void leave_not_ready() {
     }
 }
 
-void refuse_after_unload(const char* call) {
+Status fault_of(int device) {
+    if (device < 0 || device >= max_devices) {
+        return Status::success;
+    }
+    return static_cast<Status>(simulator().fault[device].load(std::memory_order_acquire));
+}
+
+void refuse_unusable_runtime(const char* call) {
     if (simulator().unloaded.load(std::memory_order_acquire)) {
         simulator().calls_after_unload.fetch_add(1);
         fail(Status::runtime_unloading, call);
     }
+    const Status fault = fault_of(current);
+    if (fault != Status::success) {
+        fail(fault, call);
+    }
 }
 
-bool refused_after_unload(const char* call) noexcept {
-    if (!simulator().unloaded.load(std::memory_order_acquire)) {
-        return false;
+bool refused_unusable_runtime(const char* call) noexcept {
+    if (simulator().unloaded.load(std::memory_order_acquire)) {
+        simulator().calls_after_unload.fetch_add(1);
+        report(Status::runtime_unloading, call);
+        return true;
     }
-    simulator().calls_after_unload.fetch_add(1);
-    report(Status::runtime_unloading, call);
-    return true;
+    const Status fault = fault_of(current);
+    if (fault != Status::success) {
+        report(fault, call);
+        return true;
+    }
+    return false;
+}
+
+void inject_fault(int device, Status status) {
+    MTSARRAY_EXPECTS(device >= 0 && device < simulator().devices, "no simulated device " + std::to_string(device));
+    simulator().fault[device].store(static_cast<int>(status), std::memory_order_release);
+    // the host waits under way see it
+    std::vector<StreamState*> streams;
+    {
+        std::lock_guard<std::mutex> lock(simulator().mutex);
+        streams.assign(simulator().streams.begin(), simulator().streams.end());
+    }
+    for (auto* stream : streams) {
+        std::lock_guard<std::mutex> lock(stream->mutex);
+        stream->changed.notify_all();
+    }
+}
+
+void clear_fault() {
+    for (auto& fault : simulator().fault) {
+        fault.store(0, std::memory_order_release);
+    }
+    mtsarray::detail::gpu::DeviceFaults<SimulatedErrors>::forget();
 }
 
 // ---- test controls -----------------------------------------------------------------
@@ -121,6 +172,7 @@ const char* SimulatedErrors::name(Status status) noexcept {
     case Status::captured_event: return "cudaErrorCapturedEvent";
     case Status::host_wait_timeout: return "simulatedHostWaitTimeout";
     case Status::runtime_unloading: return "cudaErrorCudartUnloading";
+    case Status::illegal_address: return "cudaErrorIllegalAddress";
     }
     return "unknown";
 }
@@ -142,11 +194,16 @@ const char* SimulatedErrors::description(Status status) noexcept {
         return "operation not permitted on an event last recorded in a capturing stream";
     case Status::host_wait_timeout: return "the host waited for a stream held by the test (simulation)";
     case Status::runtime_unloading: return "driver shutting down";
+    case Status::illegal_address: return "an illegal memory access was encountered";
     }
     return "unknown";
 }
 
 SimulatedErrors::Status SimulatedErrors::last_error() noexcept {
+    const Status fault = sim::fault_of(sim::current);
+    if (fault != Status::success) {
+        return fault;  // sticky: reading it does not reset it
+    }
     const Status status = sim::last;
     sim::last = Status::success;
     return status;

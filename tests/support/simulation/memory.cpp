@@ -334,7 +334,7 @@ using sim::simulator;
 // invalidate that capture unless this thread is Relaxed. (On a capturing
 // stream they would be captured as graph nodes instead; mtsarray makes none.)
 SimulatedRuntime::PoolHandle SimulatedRuntime::create_pool(int device) {
-    sim::refuse_after_unload("cudaMemPoolCreate");
+    sim::refuse_unusable_runtime("cudaMemPoolCreate");
     {
         std::lock_guard<std::mutex> lock(simulator().mutex);
         sim::check(sim::unsafe_call_locked("cudaMemPoolCreate"), "cudaMemPoolCreate");
@@ -347,14 +347,14 @@ SimulatedRuntime::PoolHandle SimulatedRuntime::create_pool(int device) {
 }
 
 void SimulatedRuntime::set_release_threshold(PoolHandle pool, uint64_t bytes) {
-    sim::refuse_after_unload("cudaMemPoolSetAttribute");
+    sim::refuse_unusable_runtime("cudaMemPoolSetAttribute");
     std::lock_guard<std::mutex> lock(simulator().mutex);
     sim::check(sim::unsafe_call_locked("cudaMemPoolSetAttribute"), "cudaMemPoolSetAttribute");
     pool->release_threshold = bytes;
 }
 
 void SimulatedRuntime::trim_pool(PoolHandle pool) noexcept {
-    if (sim::refused_after_unload("cudaMemPoolTrimTo")) {
+    if (sim::refused_unusable_runtime("cudaMemPoolTrimTo")) {
         return;
     }
     std::lock_guard<std::mutex> lock(simulator().mutex);
@@ -366,13 +366,13 @@ void SimulatedRuntime::trim_pool(PoolHandle pool) noexcept {
 }
 
 size_t SimulatedRuntime::device_memory_bytes(int device) {
-    sim::refuse_after_unload("cudaMemGetInfo");
+    sim::refuse_unusable_runtime("cudaMemGetInfo");
     std::lock_guard<std::mutex> lock(simulator().mutex);
     return simulator().device_memory[device];
 }
 
 void* SimulatedRuntime::allocate_from_pool(size_t bytes, PoolHandle pool, StreamHandle handle) {
-    sim::refuse_after_unload("cudaMallocFromPoolAsync");
+    sim::refuse_unusable_runtime("cudaMallocFromPoolAsync");
     sim::device_allocation_count++;
     size_t block = 0;
     {
@@ -414,7 +414,7 @@ void* SimulatedRuntime::allocate_from_pool(size_t bytes, PoolHandle pool, Stream
 }
 
 void SimulatedRuntime::free_async(void* data, StreamHandle stream) noexcept {
-    if (sim::refused_after_unload("cudaFreeAsync")) {
+    if (sim::refused_unusable_runtime("cudaFreeAsync")) {
         return;
     }
     try {
@@ -443,7 +443,7 @@ void SimulatedRuntime::free_async(void* data, StreamHandle stream) noexcept {
 }
 
 void* SimulatedRuntime::allocate_pinned(size_t bytes) {
-    sim::refuse_after_unload("cudaHostAlloc");
+    sim::refuse_unusable_runtime("cudaHostAlloc");
     sim::check(sim::synchronize_device_implicitly("cudaHostAlloc"), "cudaHostAlloc");
     void* data = sim::register_memory(bytes, sim::current, MemoryKind::pinned);
     if (data == nullptr) {
@@ -456,7 +456,7 @@ void* SimulatedRuntime::allocate_pinned(size_t bytes) {
 }
 
 void SimulatedRuntime::free_pinned(void* data) noexcept {
-    if (sim::refused_after_unload("cudaFreeHost")) {
+    if (sim::refused_unusable_runtime("cudaFreeHost")) {
         return;
     }
     const Status status = sim::synchronize_device_implicitly("cudaFreeHost");
@@ -472,7 +472,7 @@ void SimulatedRuntime::free_pinned(void* data) noexcept {
 }
 
 void* SimulatedRuntime::allocate_managed(size_t bytes) {
-    sim::refuse_after_unload("cudaMallocManaged");
+    sim::refuse_unusable_runtime("cudaMallocManaged");
     sim::check(sim::synchronize_device_implicitly("cudaMallocManaged"), "cudaMallocManaged");
     void* data = sim::register_memory(bytes, sim::current, MemoryKind::managed);
     if (data == nullptr) {
@@ -483,7 +483,7 @@ void* SimulatedRuntime::allocate_managed(size_t bytes) {
 }
 
 void SimulatedRuntime::free_managed(void* data) noexcept {
-    if (sim::refused_after_unload("cudaFree")) {
+    if (sim::refused_unusable_runtime("cudaFree")) {
         return;
     }
     const Status status = sim::synchronize_device_implicitly("cudaFree");
@@ -498,7 +498,7 @@ void SimulatedRuntime::free_managed(void* data) noexcept {
 }
 
 void* SimulatedRuntime::allocate_device(size_t bytes) {
-    sim::refuse_after_unload("cudaMalloc");
+    sim::refuse_unusable_runtime("cudaMalloc");
     // cudaMalloc: potentially unsafe during a capture (Relaxed mode allows
     // it); it does not wait for the device
     {
@@ -527,7 +527,7 @@ void* SimulatedRuntime::allocate_device(size_t bytes) {
 }
 
 void SimulatedRuntime::free_device(void* data) noexcept {
-    if (sim::refused_after_unload("cudaFree")) {
+    if (sim::refused_unusable_runtime("cudaFree")) {
         return;
     }
     // cudaFree waits for the device
@@ -544,7 +544,7 @@ void SimulatedRuntime::free_device(void* data) noexcept {
 
 void SimulatedRuntime::copy_device_to_device_async(void* destination, const void* source, size_t bytes,
                                                    StreamHandle stream) {
-    sim::refuse_after_unload("cudaMemcpyAsync");
+    sim::refuse_unusable_runtime("cudaMemcpyAsync");
     const int device = sim::current;
     sim::check(sim::push(
                    stream,
@@ -559,7 +559,7 @@ void SimulatedRuntime::copy_device_to_device_async(void* destination, const void
 
 void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* source, size_t bytes,
                                                  StreamHandle handle) {
-    sim::refuse_after_unload("cudaMemcpyAsync");
+    sim::refuse_unusable_runtime("cudaMemcpyAsync");
     sim::uploads++;
     const int device = sim::current;
     if (sim::is_page_locked(source)) {
@@ -619,7 +619,7 @@ void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* 
 
 void SimulatedRuntime::copy_device_to_host_async(void* destination, const void* source, size_t bytes,
                                                  StreamHandle handle) {
-    sim::refuse_after_unload("cudaMemcpyAsync");
+    sim::refuse_unusable_runtime("cudaMemcpyAsync");
     const int device = sim::current;
     const bool page_locked = sim::is_page_locked(destination);
     sim::StreamState* stream = nullptr;
@@ -655,7 +655,7 @@ void SimulatedRuntime::copy_device_to_host_async(void* destination, const void* 
 
 void SimulatedRuntime::copy_peer_async(void* destination, int destination_device, const void* source,
                                        int source_device, size_t bytes, StreamHandle stream) {
-    sim::refuse_after_unload("cudaMemcpyPeerAsync");
+    sim::refuse_unusable_runtime("cudaMemcpyPeerAsync");
     sim::touch_device(destination_device);
     sim::check(sim::push(
                    stream,
@@ -670,7 +670,7 @@ void SimulatedRuntime::copy_peer_async(void* destination, int destination_device
 }
 
 void SimulatedRuntime::memset_async(void* data, unsigned char value, size_t bytes, StreamHandle stream) {
-    sim::refuse_after_unload("cudaMemsetAsync");
+    sim::refuse_unusable_runtime("cudaMemsetAsync");
     const int device = sim::current;
     sim::check(sim::push(
                    stream,

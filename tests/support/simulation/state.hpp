@@ -166,6 +166,7 @@ struct Simulator {
     std::atomic<uint64_t> activity{0};
     std::atomic<bool> unloaded{false};  // the runtime's exit handler ran (unload_runtime)
     std::atomic<size_t> calls_after_unload{0};
+    std::atomic<int> fault[max_devices] = {};  // a sticky fault's Status, 0 for none (faults.cpp)
     std::mt19937_64 block_order;  // the order kernels run their blocks in
 
     Simulator()
@@ -207,8 +208,12 @@ extern const char* const per_thread_handle;
 [[noreturn]] void fail(Status status, const char* call);
 void check(Status status, const char* call);
 void report(Status status, const char* call) noexcept;
-void refuse_after_unload(const char* call);
-bool refused_after_unload(const char* call) noexcept;
+/// Fails `call` once the runtime is unloaded, or with the sticky fault of
+/// the current device.
+void refuse_unusable_runtime(const char* call);
+bool refused_unusable_runtime(const char* call) noexcept;
+/// The sticky fault of `device`, or success.
+Status fault_of(int device);
 /// An event query answered not-ready: the HIP flavour keeps it as the
 /// thread's last error.
 void leave_not_ready();

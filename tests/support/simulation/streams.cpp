@@ -121,8 +121,8 @@ void worker_loop(StreamState* stream) {
         if (max_delay != 0 && (draw & 1) != 0) {
             std::this_thread::sleep_for(std::chrono::microseconds((draw >> 1) % (max_delay + 1)));
         }
-        if (item.work) {
-            item.work();
+        if (item.work && fault_of(stream->device) == Status::success) {
+            item.work();  // (after a sticky fault the device runs nothing: faults.cpp)
         }
         lock.lock();
         stream->completed++;
@@ -249,14 +249,17 @@ Status host_wait(StreamState* stream, uint64_t sequence, const char* call) {
     state.activity++;
     std::unique_lock<std::mutex> lock(stream->mutex);
     const std::chrono::milliseconds timeout(state.host_wait_timeout_ms.load());
-    if (!stream->changed.wait_for(lock, timeout, [&] { return stream->completed >= sequence; })) {
+    const auto done_or_faulted = [&] {
+        return stream->completed >= sequence || fault_of(stream->device) != Status::success;
+    };
+    if (!stream->changed.wait_for(lock, timeout, done_or_faulted)) {
         lock.unlock();
         std::lock_guard<std::mutex> guard(state.mutex);
         state.violations.push_back(std::string(call) + " made the host wait for the held " + stream->describe() +
                                    " (timed out)");
         return Status::host_wait_timeout;
     }
-    return Status::success;
+    return fault_of(stream->device);  // success, or the sticky fault that ended the wait
 }
 
 // Every stream of `device`, with what each has queued now.
@@ -484,7 +487,7 @@ SimulatedRuntime::StreamHandle SimulatedRuntime::native_stream(const mtsarray::d
 }
 
 SimulatedRuntime::StreamHandle SimulatedRuntime::create_stream() {
-    sim::refuse_after_unload("cudaStreamCreate");
+    sim::refuse_unusable_runtime("cudaStreamCreate");
     return reinterpret_cast<StreamHandle>(static_cast<intptr_t>(sim::create_stream(sim::current, false)));
 }
 
@@ -493,14 +496,14 @@ SimulatedRuntime::StreamHandle SimulatedRuntime::create_stream() {
 // it; on a capturing stream it is a host node, run at every replay. Here it
 // runs on the stream's worker, in its turn.
 void SimulatedRuntime::launch_host_function(StreamHandle stream, void (*function)(void*), void* data) {
-    sim::refuse_after_unload("cudaLaunchHostFunc");
+    sim::refuse_unusable_runtime("cudaLaunchHostFunc");
     sim::check(sim::push(
                    stream, [function, data] { function(data); }, "cudaLaunchHostFunc", false),
                "cudaLaunchHostFunc");
 }
 
 SimulatedRuntime::EventHandle SimulatedRuntime::create_event() {
-    sim::refuse_after_unload("cudaEventCreateWithFlags");
+    sim::refuse_unusable_runtime("cudaEventCreateWithFlags");
     sim::touch_device(sim::current);
     return new sim::EventState(sim::current);
 }
@@ -508,12 +511,12 @@ SimulatedRuntime::EventHandle SimulatedRuntime::create_event() {
 void SimulatedRuntime::destroy_event(EventHandle event) noexcept {
     // refused once the runtime is unloaded, and deleted all the same: the
     // driver reclaims what the process held
-    (void)sim::refused_after_unload("cudaEventDestroy");
+    (void)sim::refused_unusable_runtime("cudaEventDestroy");
     delete event;
 }
 
 void SimulatedRuntime::record_event(EventHandle event, StreamHandle handle) {
-    sim::refuse_after_unload("cudaEventRecord");
+    sim::refuse_unusable_runtime("cudaEventRecord");
     std::lock_guard<std::mutex> lock(simulator().mutex);
     sim::StreamState* stream = sim::resolve_locked(handle);
     if (stream == nullptr || event == nullptr || stream->device != event->device) {
@@ -534,7 +537,7 @@ void SimulatedRuntime::record_event(EventHandle event, StreamHandle handle) {
 }
 
 bool SimulatedRuntime::event_done(EventHandle event) {
-    sim::refuse_after_unload("cudaEventQuery");
+    sim::refuse_unusable_runtime("cudaEventQuery");
     sim::StreamState* stream = nullptr;
     uint64_t sequence = 0;
     {
@@ -560,7 +563,7 @@ bool SimulatedRuntime::event_done(EventHandle event) {
 }
 
 void SimulatedRuntime::synchronize_event(EventHandle event) {
-    sim::refuse_after_unload("cudaEventSynchronize");
+    sim::refuse_unusable_runtime("cudaEventSynchronize");
     sim::StreamState* stream = nullptr;
     uint64_t sequence = 0;
     {
@@ -580,7 +583,7 @@ void SimulatedRuntime::synchronize_event(EventHandle event) {
 }
 
 void SimulatedRuntime::stream_wait_event(StreamHandle handle, EventHandle event) {
-    sim::refuse_after_unload("cudaStreamWaitEvent");
+    sim::refuse_unusable_runtime("cudaStreamWaitEvent");
     std::lock_guard<std::mutex> lock(simulator().mutex);
     sim::StreamState* stream = sim::resolve_locked(handle);
     if (stream == nullptr || event == nullptr) {
@@ -614,7 +617,7 @@ void SimulatedRuntime::stream_wait_event(StreamHandle handle, EventHandle event)
 }
 
 void SimulatedRuntime::synchronize_stream(StreamHandle handle) {
-    sim::refuse_after_unload("cudaStreamSynchronize");
+    sim::refuse_unusable_runtime("cudaStreamSynchronize");
     sim::StreamState* stream = nullptr;
     uint64_t sequence = 0;
     {
@@ -640,7 +643,7 @@ void SimulatedRuntime::synchronize_stream(StreamHandle handle) {
 }
 
 void SimulatedRuntime::synchronize_device() {
-    sim::refuse_after_unload("cudaDeviceSynchronize");
+    sim::refuse_unusable_runtime("cudaDeviceSynchronize");
     std::vector<std::pair<sim::StreamState*, uint64_t>> streams;
     {
         std::lock_guard<std::mutex> lock(simulator().mutex);
