@@ -393,14 +393,16 @@ public:
         if (bytes <= staged_copy_limit) {
             // copied into page-locked memory at once: the copy needs the
             // caller's buffer no more (nor the runtime's staging)
-            auto lease = state.staging.acquire(bytes);
-            std::memcpy(lease.data(), host_source, bytes);
-            state.uploads.copy(handle, destination, lease.data(), bytes, lease.page_locked());
-            state.staging.release_after(std::move(lease), handle);
-            return;
+            if (auto lease = state.staging.try_acquire(bytes)) {
+                std::memcpy(lease->data(), host_source, bytes);
+                state.uploads.copy(handle, destination, lease->data(), bytes, /*source_page_locked=*/true);
+                state.staging.release_after(std::move(*lease), handle);
+                return;
+            }
         }
-        // larger than the staging pool holds: the runtime stages the
-        // pageable source before the call returns, off the caller's stream
+        // larger than the staging pool holds, or no buffer free: the
+        // runtime stages the pageable source before the call returns, off
+        // the caller's stream (host_to_device.hpp)
         state.uploads.copy(handle, destination, host_source, bytes, /*source_page_locked=*/false);
     }
 

@@ -92,10 +92,7 @@ public:
     /// page-locked, or plain host memory when no page-locked buffer is free
     /// (then one is added in the background).
     Lease acquire(size_t bytes) {
-        size_t capacity = min_buffer_bytes;
-        while (capacity < bytes) {
-            capacity *= 2;
-        }
+        const size_t capacity = capacity_for(bytes);
         {
             std::lock_guard<std::mutex> lock(mutex_);
             if (Buffer* best = best_free_locked(bytes)) {
@@ -114,6 +111,19 @@ public:
         return Lease(this, overflow.release());
     }
 
+    /// A page-locked buffer of at least `bytes` bytes that no queued copy
+    /// still reads, or none (then one is added in the background, and the
+    /// caller copies without it).
+    std::unique_ptr<Lease> try_acquire(size_t bytes) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (Buffer* best = best_free_locked(bytes)) {
+            best->leased = true;
+            return std::unique_ptr<Lease>(new Lease(this, best));
+        }
+        grow_later(capacity_for(bytes));
+        return nullptr;
+    }
+
     /// A page-locked buffer of at least `bytes` bytes for a graph, which
     /// reads it at every replay: a free one of the pool, or, when none is,
     /// one page-locked now on the calling thread (in the Relaxed capture
@@ -127,10 +137,7 @@ public:
                 return Lease(this, best);
             }
         }
-        size_t capacity = min_buffer_bytes;
-        while (capacity < bytes) {
-            capacity *= 2;
-        }
+        const size_t capacity = capacity_for(bytes);
         std::unique_ptr<Buffer> buffer;
         {
             RelaxedCaptureMode<Runtime> relaxed;
@@ -180,6 +187,16 @@ private:
         bool retired = false;  // never reused nor freed: a copy may still read it
         std::unique_ptr<unsigned char[]> host;  // plain host memory, not in the pool
     };
+
+    /// The size of the buffer made for `bytes`: a power of two times
+    /// min_buffer_bytes.
+    static size_t capacity_for(size_t bytes) {
+        size_t capacity = min_buffer_bytes;
+        while (capacity < bytes) {
+            capacity *= 2;
+        }
+        return capacity;
+    }
 
     /// The smallest free buffer of at least `bytes` whose last copy is
     /// done, or null. Called with the lock.

@@ -18,6 +18,15 @@
 //   its stream has reached it and it is done: a host wait for the stream.
 //   A copy to pageable host memory returns only when it is done (Runtime API
 //   "API synchronization behavior"): a host wait.
+// The driver's staging space is finite (Runtime API "API synchronization
+//   behavior": "If pageable memory must first be staged to pinned memory,
+//   the driver may synchronize with the stream and stage the copy into
+//   pinned memory"; "For transfers between device memory and pageable host
+//   memory, the function might be synchronous with respect to host").
+//   The pageable host -> device copies of up to 1 MiB share 1 MiB of it:
+//   each holds its bytes there until it has run, on whatever stream; a copy
+//   that does not fit waits on the host for the oldest pending ones to run
+//   until it does -- behind whatever their streams run first.
 // Device memory is finite (Runtime API cudaMemGetInfo; Programming Guide
 //   "Stream Ordered Memory Allocator > Physical Page Caching Behavior": "By
 //   default, the allocator tries to minimize the physical memory owned by a
@@ -92,7 +101,49 @@ const std::pair<const uintptr_t, Allocation>* containing(const std::map<uintptr_
     return nullptr;
 }
 
+/// Frees the staging space of the pageable copies that have run. With the
+/// simulator's mutex held.
+void forget_staged_copies_run_locked() {
+    auto& copies = simulator().staged_copies;
+    for (auto copy = copies.begin(); copy != copies.end();) {
+        bool done = false;
+        {
+            std::lock_guard<std::mutex> stream_lock(copy->stream->mutex);
+            done = copy->stream->completed >= copy->sequence;
+        }
+        if (done) {
+            simulator().staged_bytes -= copy->bytes;
+            copy = copies.erase(copy);
+        } else {
+            ++copy;
+        }
+    }
+}
+
 }  // namespace
+
+Status wait_for_staging_space(const void* handle, size_t bytes) {
+    while (true) {
+        Simulator::StagedCopy oldest{};
+        {
+            std::lock_guard<std::mutex> lock(simulator().mutex);
+            StreamState* target = resolve_locked(handle);
+            if (target == nullptr || target->capture != nullptr) {
+                return Status::success;  // refused by the copy itself
+            }
+            forget_staged_copies_run_locked();
+            if (simulator().staged_bytes + bytes <= pageable_staging_bytes) {
+                return Status::success;
+            }
+            oldest = simulator().staged_copies.front();
+        }
+        const Status status =
+            host_wait(oldest.stream, oldest.sequence, "cudaMemcpyAsync from pageable memory (the staging space full)");
+        if (status != Status::success) {
+            return status;
+        }
+    }
+}
 
 void* register_memory(size_t bytes, int device, MemoryKind kind, PoolState* pool, size_t block, bool foreign) {
     void* data = new_memory(bytes);
@@ -586,6 +637,9 @@ void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* 
                                                                static_cast<const unsigned char*>(source) + bytes);
     sim::StreamState* target = nullptr;
     uint64_t before = 0;  // the items queued before the copy
+    if (bytes <= sim::pageable_staging_bytes) {
+        sim::check(sim::wait_for_staging_space(handle, bytes), "cudaMemcpyAsync");
+    }
     {
         std::lock_guard<std::mutex> lock(simulator().mutex);
         target = sim::resolve_locked(handle);
@@ -605,7 +659,14 @@ void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* 
                                                       {},
                                                       sim::NodeKind::copy}),
                    "cudaMemcpyAsync");
-        if (bytes <= sim::pageable_staging_bytes || target->capture != nullptr) {
+        if (target->capture != nullptr) {
+            return;
+        }
+        if (bytes <= sim::pageable_staging_bytes) {
+            // its bytes hold staging space until the copy has run
+            std::lock_guard<std::mutex> stream_lock(target->mutex);
+            simulator().staged_copies.push_back({target, target->pushed, bytes});
+            simulator().staged_bytes += bytes;
             return;
         }
         std::lock_guard<std::mutex> stream_lock(target->mutex);

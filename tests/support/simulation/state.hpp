@@ -151,6 +151,13 @@ struct Simulator {
     unsigned long long next_capture = 1;
     uint64_t next_stream = 0;
     std::vector<PoolState*> pools;
+    struct StagedCopy {
+        StreamState* stream;
+        uint64_t sequence;  // done when the stream has completed this many items
+        size_t bytes;
+    };
+    std::deque<StagedCopy> staged_copies;  // pageable copies holding the driver's staging space
+    size_t staged_bytes = 0;
     size_t device_memory[max_devices] = {};  // the size of each device
     size_t device_used[max_devices] = {};    // held by pools, cudaMalloc and foreign allocators
     size_t pinned_allocations = 0;
@@ -253,6 +260,9 @@ void trim_locked(PoolState* pool, size_t keep);
 void release_locked(void* data, const char* call);
 bool check_memory(const void* data, size_t bytes, const char* what, int device, bool any_device = false);
 bool is_page_locked(const void* data);
+/// Waits on the host until `bytes` of pageable data fit in the driver's
+/// staging space, beside the copies to `handle`'s device pending.
+Status wait_for_staging_space(const void* handle, size_t bytes);
 
 }  // namespace sim
 }  // namespace mtsarray_test
