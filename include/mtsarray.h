@@ -64,14 +64,44 @@
  * call checks and applies that value, and never writes outside the output.
  * The list may be changed or freed once move_data has returned.
  *
- * CUDA graphs: move_data on a stream that is capturing a graph is captured
- * (its movement table travels inside the graph's kernel nodes, so every
- * replay reads the right one; the input and output arrays must outlive the
- * graph's launches, and both arrays' streams must be the capturing stream or
- * streams in the same capture). Operations that allocate a new array (create,
- * zeros/full, copy, swap_axes, from_dlpack of a strided tensor, an export to
- * another device, tensormap_to) fail with a clear error while the stream is
- * capturing: make those arrays before capturing.
+ * CUDA graphs: these calls may be captured on a stream that is capturing a
+ * graph (torch.cuda.graph, cudaStreamBeginCapture), and every replay does
+ * their work again:
+ *  - move_data (its movement table travels inside the graph, so every
+ *    replay reads the right one) and mtsarray_move_plan_execute (the graph
+ *    keeps the plan's table: the plan may be freed before the graph);
+ *  - mtsarray_copy_into between device arrays, and from host memory into a
+ *    device array: a replay copies what the host source holds at that
+ *    replay, as a captured copy from page-locked memory does (write the
+ *    next batch into the same host array, then replay); the graph keeps
+ *    the source array alive. A capture on a cold pool may page-lock a
+ *    buffer for the graph (a host wait, at capture only). HIP graphs can
+ *    not keep the source (ROCm 5 has no user objects): there the copy is
+ *    refused with an error saying so.
+ * In every case the arrays must outlive the graph's launches, and both
+ * arrays' streams must be the capturing stream or streams in the same
+ * capture. A capture never leaves mtsarray's own state (its page-locked
+ * staging buffers, its events) unusable after it ends. Operations that
+ * allocate a new array (create, zeros/full, copy, swap_axes, from_dlpack of
+ * a strided tensor, an export to another device, tensormap_to,
+ * mtsarray_move_plan_create) and host consumers (mtsarray_synchronize, an
+ * export or copy to host memory) fail with a clear error while the stream
+ * is capturing: make those arrays before capturing.
+ *
+ * Device faults: after a GPU fault that the runtime keeps for the rest of
+ * the process (an illegal address, an assert or a launch failure in any
+ * library's kernel: "to continue using CUDA, the process must be
+ * terminated"), the first mtsarray call that meets it fails with the
+ * runtime's error, and every later call on that runtime's devices fails at
+ * once with an error naming that first fault. mtsarray then stops freeing
+ * device memory and handing memory back to its owners (the device may never
+ * finish with it), and says so once on stderr; nothing is retried.
+ *
+ * Arrays of other libraries: mtsarray reads a foreign mts_array_t (a source
+ * of copy_into, a plan's input, an array of a TensorMap, create's fill
+ * value) through its own `as_dlpack`. When that export fails, its error is
+ * quoted; a tensor it handed out anyway is released at once (its deleter
+ * called) and nothing of it is read.
  *
  * Handles: the `ptr` of an mtsarray array is a handle (a slot of a table and
  * that slot's generation), not the address of an object. Once the array is
