@@ -17,13 +17,18 @@
 // frees that synchronise) goes to the DeferredWork thread.
 //
 // This file is the backend's table of contents; the work is done in:
+//   gpu_devices.hpp           the devices, probed once, and the checks every
+//                             call makes first (a device fault fails fast)
 //   device_state.hpp          what is kept per device, and its set-up
 //                             (kernel_loading.hpp: every kernel loaded first)
+//   stream_ordering.hpp       waits between streams and for the host,
+//                             markers, releases, the capture rules they meet
 //   stream_ordered_memory.hpp device memory: mtsarray's pool per device
 //   runtime_calls.hpp         the calls that need the Relaxed capture mode
 //   pinned_staging_pool.hpp   page-locked buffers for host -> device uploads
 //   host_to_device.hpp        host -> device copies that never wait for the
 //                             caller's stream
+//   captured_host_copy.hpp    a copy from host memory captured in a graph
 //   fill.hpp, strided_copy.hpp, move_data.hpp   the kernels and launchers
 //   move_table_planning.hpp   the host work of a move_data: its table
 //                             (move_table_storage, _parts, move_data_table)
@@ -54,6 +59,7 @@
 #include "gpu/captured_move_data.hpp"
 #include "gpu/deferred_work.hpp"
 #include "gpu/device_state.hpp"
+#include "gpu/gpu_devices.hpp"
 #include "gpu/device_guard.hpp"
 #include "gpu/event_pool.hpp"
 #include "gpu/fill.hpp"
@@ -66,6 +72,7 @@
 #include "gpu/runtime_calls.hpp"
 #include "gpu/runtime_error.hpp"
 #include "gpu/stream_ordered_memory.hpp"
+#include "gpu/stream_ordering.hpp"
 #include "gpu/strided_copy.hpp"
 #include "gpu/vector_units.hpp"
 
@@ -92,18 +99,8 @@ public:
 
     const char* name() const noexcept override { return Runtime::name; }
 
-    void check_device(DLDevice device) const override {
-        MTSARRAY_EXPECTS(serves(device.device_type),
-                         std::string("the ") + Runtime::name + " backend does not manage " +
-                             device_type_name(device.device_type) + " memory");
-        const auto& devices = probe();
-        MTSARRAY_EXPECTS(devices.count > 0, devices.failure);
-        MTSARRAY_EXPECTS(device.device_id >= 0 && device.device_id < devices.count,
-                         out_of_range(device.device_id, devices.count));
-        DeviceFaults<Errors>::check();  // fails fast after a device fault
-    }
-
-    bool available() const noexcept override { return probe().count > 0; }
+    void check_device(DLDevice device) const override { devices_.check_device(device); }
+    bool available() const noexcept override { return devices_.available(); }
 
     // ---- memory -----------------------------------------------------------
 
@@ -460,140 +457,21 @@ public:
         }
     }
 
-    // ---- ordering ---------------------------------------------------------
+    // ---- ordering (stream_ordering.hpp) ------------------------------------
 
-    void wait(const Stream& waiting, const Stream& producer) const override {
-        if (waiting == producer || producer.is_none()) {
-            return;  // same queue, or nothing was queued on a host stream
-        }
-        const StreamHandle producer_handle = device_stream(producer, "wait");
-        if (waiting.is_none()) {
-            // The host is the consumer: it can only wait by blocking.
-            synchronize(producer);
-            return;
-        }
-        const StreamHandle waiting_handle = device_stream(waiting, "wait");
-        const int producer_device = producer.device().device_id;
-        DeviceGuard<Runtime> producer_guard(producer_device);
-        check_same_capture<Runtime>(waiting, waiting_handle, producer, producer_handle);
-        // The event belongs to the producer's device; the waiting stream may
-        // be on another device (a cross-device wait is legal).
-        auto event = device_state(producer_device).events.acquire();
-        Runtime::record_event(event.get(), producer_handle);
-        DeviceGuard<Runtime> waiting_guard(waiting.device().device_id);
-        Runtime::stream_wait_event(waiting_handle, event.get());
-    }
-
-    void synchronize(const Stream& stream) const override {
-        const DLDevice device = stream.device();
-        if (stream.is_none()) {
-            // Host-accessible memory has no work stream. Managed memory may
-            // still be written by kernels of other libraries on any stream
-            // of its device; page-locked memory only by our own copies, which
-            // their device-side stream has already been synchronised for.
-            if (Runtime::has_managed_memory && device.device_type == Runtime::managed_type) {
-                DeviceGuard<Runtime> guard(device.device_id);
-                synchronize_device_outside_capture<Runtime>();  // the host waits for work outside any capture
-            }
-            return;
-        }
-        const StreamHandle handle = device_stream(stream, "synchronize");
-        DeviceGuard<Runtime> guard(device.device_id);
-        MTSARRAY_EXPECTS(!Runtime::capture_state(handle).active,
-                         "the host can not wait for " + stream.describe() + ": it is capturing a " +
-                             Runtime::graph_name + " (the work it queues runs when the graph is launched)");
-        synchronize_stream_outside_capture<Runtime>(handle);  // another thread's capture stays valid
-    }
-
-    std::shared_ptr<const StreamMarker> mark(const Stream& stream) const override {
-        if (stream.is_none()) {
-            return nullptr;
-        }
-        const StreamHandle handle = device_stream(stream, "mark");
-        const int device = stream.device().device_id;
-        DeviceGuard<Runtime> guard(device);
-        if (Runtime::capture_state(handle).active) {
-            return nullptr;
-        }
-        auto marker = std::make_shared<Marker>(device_state(device).events.acquire(), device);
-        Runtime::record_event(marker->event.get(), handle);
-        return marker;
-    }
-
-    void wait(const Stream& waiting, const StreamMarker& marker) const override {
-        const auto* ours = dynamic_cast<const Marker*>(&marker);
-        MTSARRAY_EXPECTS(ours != nullptr, std::string("wait: the marker was not made by the ") + Runtime::name +
-                                              " backend");
-        const StreamHandle handle = device_stream(waiting, "wait");
-        DeviceGuard<Runtime> guard(waiting.device().device_id);
-        MTSARRAY_EXPECTS(!Runtime::capture_state(handle).active,
-                         waiting.describe() + " is capturing a " + Runtime::graph_name +
-                             ": it can not wait for work queued outside the capture");
-        Runtime::stream_wait_event(handle, ours->event.get());
-    }
-
-    void synchronize(const StreamMarker& marker) const override {
-        const auto* ours = dynamic_cast<const Marker*>(&marker);
-        MTSARRAY_EXPECTS(ours != nullptr, std::string("synchronize: the marker was not made by the ") +
-                                              Runtime::name + " backend");
-        DeviceGuard<Runtime> guard(ours->device);
-        synchronize_event_outside_capture<Runtime>(ours->event.get());
-    }
-
+    void wait(const Stream& waiting, const Stream& producer) const override { ordering_.wait(waiting, producer); }
+    void synchronize(const Stream& stream) const override { ordering_.synchronize(stream); }
+    std::shared_ptr<const StreamMarker> mark(const Stream& stream) const override { return ordering_.mark(stream); }
+    void wait(const Stream& waiting, const StreamMarker& marker) const override { ordering_.wait(waiting, marker); }
+    void synchronize(const StreamMarker& marker) const override { ordering_.synchronize(marker); }
     void release_after(const Stream& stream, std::function<void()>&& release) const override {
-        const StreamHandle handle = device_stream(stream, "release_after");
-        const int device = stream.device().device_id;
-        DeviceGuard<Runtime> guard(device);
-        if (defer_while_capturing(stream, release)) {
-            return;
-        }
-        auto event = device_state(device).events.acquire();
-        Runtime::record_event(event.get(), handle);
-        if (event_done_outside_capture<Runtime>(event.get())) {
-            auto now = std::move(release);
-            now();
-            return;
-        }
-        deferred_.after_event(device, std::move(event), std::move(release));
+        ordering_.release_after(stream, std::move(release));
     }
-
     bool defer_while_capturing(const Stream& stream, std::function<void()>& work) const override {
-        if (stream.is_none() || stream.device().device_type != Runtime::device_type) {
-            return false;
-        }
-        const int device = stream.device().device_id;
-        DeviceGuard<Runtime> guard(device);
-        const StreamHandle handle = Runtime::native_stream(stream.usable_here());
-        if (!capturing<Runtime>(handle)) {
-            return false;
-        }
-        // The deferred thread can not name this thread's per-thread stream
-        // (stream 2 is resolved per calling thread): it polls the legacy
-        // stream, which reports a capture on any blocking stream of the
-        // device, the per-thread ones included.
-        const StreamHandle poll =
-            stream.is_per_thread() ? Runtime::native_stream(Stream::default_for(stream.device())) : handle;
-        deferred_.after_capture(
-            [poll, device]() {
-                DeviceGuard<Runtime> guard(device);
-                return capturing<Runtime>(poll);
-            },
-            std::move(work));
-        return true;
+        return ordering_.defer_while_capturing(stream, work);
     }
-
     void check_not_capturing(const Stream& stream, const char* operation) const override {
-        if (stream.is_none() || stream.device().device_type != Runtime::device_type) {
-            return;
-        }
-        const StreamHandle handle = Runtime::native_stream(stream);
-        DeviceGuard<Runtime> guard(stream.device().device_id);
-        MTSARRAY_EXPECTS(!Runtime::capture_state(handle).active,
-                         std::string(operation) + " can not be captured: " + stream.describe() +
-                             " is capturing a " + Runtime::graph_name +
-                             ", and the memory it allocates would outlive the call, which a replay of the graph "
-                             "can not give back. Make arrays before capturing; move_data into existing arrays is "
-                             "captured.");
+        ordering_.check_not_capturing(stream, operation);
     }
 
     /// Whether the deferred-work thread runs nothing and has nothing it
@@ -605,19 +483,11 @@ public:
 private:
     using EventLease = typename EventPool<Runtime>::Lease;
 
-    /// A recorded event of one device (StreamMarker).
-    struct Marker final : StreamMarker {
-        Marker(EventLease&& lease, int device_id) : event(std::move(lease)), device(device_id) {}
-        EventLease event;
-        int device;
-    };
-
-
-    static bool serves(DLDeviceType type) noexcept {
-        return type == Runtime::device_type || type == Runtime::pinned_host_type ||
-               (Runtime::has_managed_memory && type == Runtime::managed_type);
+    /// The state of `device` (gpu_devices.hpp).
+    DeviceState& device_state(int device) const { return devices_.device_state(device); }
+    static StreamHandle device_stream(const Stream& stream, const char* operation) {
+        return GpuDevices<Runtime>::device_stream(stream, operation);
     }
-
 
     /// The non-null address of zero-byte host-accessible allocations (the
     /// CPU never dereferences it); never freed.
@@ -626,61 +496,9 @@ private:
         return &placeholder;
     }
 
-    /// The native handle of a stream of this backend's device memory. Host
-    /// accessible memory is computed on by the CPU backend, so reaching here
-    /// with it is a dispatch bug, reported as such.
-    static StreamHandle device_stream(const Stream& stream, const char* operation) {
-        MTSARRAY_EXPECTS(stream.device().device_type == Runtime::device_type && !stream.is_none(),
-                         std::string(operation) + ": the " + Runtime::name + " backend only computes on " +
-                             device_type_name(Runtime::device_type) + " streams, got " + stream.describe());
-        DeviceFaults<Errors>::check();  // fails fast after a device fault
-        // the runtime resolves stream 2 to the calling thread's stream
-        MTSARRAY_EXPECTS(stream.belongs_to_this_thread(),
-                         std::string(operation) + ": " + stream.describe() +
-                             " is the per-thread default stream of another thread, which this thread can not "
-                             "queue work on; give arrays shared between threads a stream handle (> 2) or the "
-                             "legacy default stream (1)");
-        return Runtime::native_stream(stream);
-    }
-
-
-    /// "device id 3 out of range (2 CUDA devices)"
-    static std::string out_of_range(int device, int count) {
-        return "device id " + std::to_string(device) + " out of range (" + std::to_string(count) + " " +
-               Runtime::display_name + (count == 1 ? " device)" : " devices)");
-    }
-
-    /// The device count, probed once (thread-safe); the per-device states
-    /// are made at the same time, so that finding one takes no lock.
-    const typename Runtime::DeviceCount& probe() const noexcept {
-        std::call_once(probe_once_, [this]() {
-            devices_ = Runtime::probe_devices();
-            try {
-                for (int device = 0; device < devices_.count; device++) {
-                    states_.push_back(std::make_unique<DeviceState>(device, deferred_));
-                }
-            } catch (...) {
-                states_.clear();
-                devices_ = {0, std::string("out of host memory for the ") + Runtime::display_name + " backend"};
-            }
-        });
-        return devices_;
-    }
-
-    /// The state of `device`, set up on first use: every kernel of the
-    /// library is loaded there then (kernel_loading.hpp), before any launch.
-    DeviceState& device_state(int device) const {
-        const auto& devices = probe();
-        MTSARRAY_EXPECTS(device >= 0 && device < devices.count, out_of_range(device, devices.count));
-        DeviceState& state = *states_[static_cast<size_t>(device)];
-        state.set_up();
-        return state;
-    }
-
-    mutable std::once_flag probe_once_;
-    mutable typename Runtime::DeviceCount devices_{};
-    mutable std::vector<std::unique_ptr<DeviceState>> states_;
-    mutable DeferredWork<Runtime> deferred_;
+    const GpuDevices<Runtime> devices_;
+    const StreamOrdering<Runtime> ordering_{devices_};
+    DeferredWork<Runtime>& deferred_{devices_.deferred()};
     const HostTasks* const host_tasks_;
 };
 
