@@ -32,12 +32,20 @@
 #            synccheck on the move_data cases, beside
 #         4. the Python package's tests with PyTorch, CuPy and JAX (those
 #            importable there), and bench/tensormap_operations.py (against
-#            metatensor-torch on the same GPU when PyTorch is there).
+#            metatensor-torch on the same GPU when PyTorch is there);
+#         5. the training-loop scenario (scripts/training_loop.py), alone on
+#            the GPU: PyTorch holding most of its memory, a torch.cuda.graph
+#            capture of copy_into from host memory, move_data and a plan
+#            execute on PyTorch's stream, replayed 1000 times, 4 threads
+#            coming and going, every step checked against NumPy, then the
+#            memory checks; and its short version under compute-sanitizer
+#            memcheck. It needs PyTorch with CUDA on the GPU machine (not
+#            carried): without it the stage fails, saying so.
 #       Ends with one verdict per binary and stage, naming every failing
 #       test, and writes the logs and a JSON summary to
 #       $MTSARRAY_GPU_CHECK_OUT (default <repo>/.gpu-check/out). Exits non-zero
 #       when a stage fails (a benchmark target missed is reported, not a
-#       failure). About 5 minutes on an H100.
+#       failure). About 6 to 7 minutes on an H100.
 set -uo pipefail
 
 # shellcheck source=scripts/common.sh
@@ -285,6 +293,33 @@ if [[ -n "$SANITIZER" ]]; then
     done
 else
     verdict "compute-sanitizer" "FAILED: compute-sanitizer not found"
+fi
+
+# 5. the training-loop scenario, alone on the GPU (it holds most of its memory)
+training_loop() {  # LABEL LOG [SANITIZER ARGUMENTS...] -- SCRIPT ARGUMENTS...
+    local label="$1" log="$OUT/$2" rc summary
+    shift 2
+    local -a wrapper=()
+    while [[ "$1" != "--" ]]; do
+        wrapper+=("$1")
+        shift
+    done
+    shift
+    (cd "$REPO_ROOT" && PYTHONPATH="$SITE" timeout 300 "${wrapper[@]}" python3 scripts/training_loop.py "$@") \
+        >"$log" 2>&1
+    rc=$?
+    summary="$(grep -E '^(training loop:|FAILED:|skipped:)|ERROR SUMMARY' "$log" | tail -n 2 | tr '\n' ' ')"
+    if [[ $rc == 0 ]] && grep -q '^training loop: all checks passed' "$log"; then
+        verdict "$label" "passed: $(grep -E '^[0-9]+ replays' "$log" | head -n 1 | cut -c1-120) ${summary}"
+    else
+        verdict "$label" "FAILED (exit $rc): ${summary:-see $(basename "$log")}"
+    fi
+}
+log "5. the training-loop scenario (PyTorch, mtsarray, one GPU)"
+training_loop "training loop (PyTorch, 1000 replays)" training-loop.log -- --steps 1000
+if [[ -n "$SANITIZER" ]]; then
+    training_loop "training loop under compute-sanitizer memcheck" training-loop-memcheck.log \
+        "$SANITIZER" --tool memcheck --error-exitcode 97 --print-limit 50 -- --short
 fi
 
 # ---- the verdicts ---------------------------------------------------------------------------
