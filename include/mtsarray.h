@@ -66,14 +66,44 @@
  * the edit: the call checks and applies that value, and never writes outside
  * the output. The list may be changed or freed once move_data has returned.
  *
- * **CUDA graphs.** move_data on a stream that is capturing a graph is
- * captured (its movement table travels inside the graph's kernel nodes, so
- * every replay reads the right one; the input and output arrays must outlive
- * the graph's launches, and both arrays' streams must be the capturing stream
- * or streams in the same capture). Operations that allocate a new array
- * (create, zeros/full, copy, swap_axes, from_dlpack of a strided tensor, an
- * export to another device, tensormap_to) fail with a clear error while the
- * stream is capturing: make those arrays before capturing.
+ * **CUDA graphs.** These calls may be captured on a stream that is capturing a
+ * graph (torch.cuda.graph, cudaStreamBeginCapture), and every replay does
+ * their work again:
+ *  - move_data (its movement table travels inside the graph, so every
+ *    replay reads the right one) and mtsarray_move_plan_execute (the graph
+ *    keeps the plan's table: the plan may be freed before the graph);
+ *  - mtsarray_copy_into between device arrays, and from host memory into a
+ *    device array: a replay copies what the host source holds at that
+ *    replay, as a captured copy from page-locked memory does (write the
+ *    next batch into the same host array, then replay); the graph keeps
+ *    the source array alive. A capture on a cold pool may page-lock a
+ *    buffer for the graph (a host wait, at capture only). HIP graphs can
+ *    not keep the source (ROCm 5 has no user objects): there the copy is
+ *    refused with an error saying so.
+ * In every case the arrays must outlive the graph's launches, and both
+ * arrays' streams must be the capturing stream or streams in the same
+ * capture. A capture never leaves mtsarray's own state (its page-locked
+ * staging buffers, its events) unusable after it ends. Operations that
+ * allocate a new array (create, zeros/full, copy, swap_axes, from_dlpack of
+ * a strided tensor, an export to another device, tensormap_to,
+ * mtsarray_move_plan_create) and host consumers (mtsarray_synchronize, an
+ * export or copy to host memory) fail with a clear error while the stream
+ * is capturing: make those arrays before capturing.
+ *
+ * **Device faults.** After a GPU fault that the runtime keeps for the rest of
+ * the process (an illegal address, an assert or a launch failure in any
+ * library's kernel: "to continue using CUDA, the process must be
+ * terminated"), the first mtsarray call that meets it fails with the
+ * runtime's error, and every later call on that runtime's devices fails at
+ * once with an error naming that first fault. mtsarray then stops freeing
+ * device memory and handing memory back to its owners (the device may never
+ * finish with it), and says so once on stderr; nothing is retried.
+ *
+ * **Arrays of other libraries.** mtsarray reads a foreign mts_array_t (a source
+ * of copy_into, a plan's input, an array of a TensorMap, create's fill
+ * value) through its own `as_dlpack`. When that export fails, its error is
+ * quoted; a tensor it handed out anyway is released at once (its deleter
+ * called) and nothing of it is read.
  *
  * **Handles.** The `ptr` of an mtsarray array is a handle (a slot of a table
  * and that slot's generation), not the address of an object. Once the array
@@ -449,8 +479,37 @@ MTSARRAY_EXPORT mts_status_t mtsarray_set_allocator(DLDeviceType device_type,
  * a device type whose backend has no device; errors for a backend not
  * compiled in. The call does not wait for any stream. Call it outside graph
  * capture: trimming a pool is one of the calls a capture forbids.
+ *
+ * Memory pressure: mtsarray shares each GPU with the other libraries of
+ * the process (PyTorch's caching allocator keeps what it frees, and trims
+ * its own cache only when it runs out). mtsarray's pool keeps up to its
+ * release threshold (`mtsarray_set_release_threshold`) of freed memory
+ * across synchronisations and gives what it keeps beyond back at the next
+ * stream, event or device synchronisation of the process, anyone's. An
+ * allocation of mtsarray's that does not fit gives everything the pool
+ * keeps back and tries once more; if that fails too the error says so
+ * (out of memory, with the sizes). Memory another library keeps cached is
+ * that library's to give back (torch.cuda.empty_cache()).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_release_cached_memory(DLDevice device);
+
+/**
+ * How much freed memory mtsarray's pool keeps cached on `device` (a CUDA or
+ * ROCm device) across synchronisations: beyond it, cached memory goes back
+ * to the device at the next stream, event or device synchronisation. The
+ * default, the smaller of 256 MiB and 1/16 of the device's memory, keeps
+ * the arrays of a typical step for reuse and leaves the rest to other
+ * libraries; a program that makes and drops larger arrays every step (and
+ * has the room) may raise it to avoid mapping memory again, and 0 gives
+ * everything back at every synchronisation. Applies from now on, to
+ * memory already cached too. No-op for the CPU; `mtsarray_get_release_threshold`
+ * answers 0 there. Errors: a device that can not be used (`bytes` NULL for
+ * the getter).
+ */
+MTSARRAY_EXPORT mts_status_t mtsarray_set_release_threshold(DLDevice device, uint64_t bytes);
+
+/** The release threshold of `device` (see `mtsarray_set_release_threshold`), in `*bytes`. */
+MTSARRAY_EXPORT mts_status_t mtsarray_get_release_threshold(DLDevice device, uint64_t* bytes);
 
 /**
  * Use up to `count` threads, the calling thread included, for work on host

@@ -36,15 +36,23 @@
 #            importable there), the TensorMap bridges to PyTorch and
 #            metatensor-torch on the GPU again on their own (no case may
 #            skip), and bench/tensormap_operations.py (against
-#            metatensor-torch on the same GPU when PyTorch is there).
+#            metatensor-torch on the same GPU when PyTorch is there);
+#         5. the training-loop scenario (scripts/training_loop.py), alone on
+#            the GPU: PyTorch holding most of its memory, a torch.cuda.graph
+#            capture of copy_into from host memory, move_data and a plan
+#            execute on PyTorch's stream, replayed 1000 times, 4 threads
+#            coming and going, every step checked against NumPy, then the
+#            memory checks; and its short version under compute-sanitizer
+#            memcheck. It needs PyTorch with CUDA on the GPU machine (not
+#            carried): without it the stage fails, saying so.
 #       Ends with one verdict per binary and stage, naming every failing
 #       test, and writes the logs and a JSON summary to
 #       $MTSARRAY_GPU_CHECK_OUT (default <repo>/.gpu-check/out). Exits non-zero
 #       when a stage fails (a benchmark target missed is reported, not a
-#       failure). About 5 minutes on an H100.
+#       failure). About 6 to 7 minutes on an H100.
 #       MTSARRAY_GPU_CHECK_STAGES: the stages to run, of "tests cuda ncu cpu
-#       sanitizers python" (default: all of them), for a lease too short for
-#       the whole check (e.g. "cuda ncu cpu": the figures alone);
+#       sanitizers python training" (default: all of them), for a lease too
+#       short for the whole check (e.g. "cuda ncu cpu": the figures alone);
 #       MTSARRAY_GPU_CHECK_CPU_ROWS: the CPU rows, filters with '|' between
 #       two (default: all of them).
 set -uo pipefail
@@ -104,8 +112,9 @@ pack() {
     local wheels="$CHECK_DIR/wheels"
     mkdir -p "$wheels"
     rm -f "$wheels"/*.whl
-    if [[ -n "${MTSARRAY_GPU_CHECK_STAGES:-}" && " $MTSARRAY_GPU_CHECK_STAGES " != *" python "* ]]; then
-        log "no wheels: the stages packed for ($MTSARRAY_GPU_CHECK_STAGES) leave out the Python one"
+    if [[ -n "${MTSARRAY_GPU_CHECK_STAGES:-}" && " $MTSARRAY_GPU_CHECK_STAGES " != *" python "* &&
+        " $MTSARRAY_GPU_CHECK_STAGES " != *" training "* ]]; then
+        log "no wheels: the stages packed for ($MTSARRAY_GPU_CHECK_STAGES) leave out the Python ones"
     else
         pack_wheels "$architectures"
     fi
@@ -149,11 +158,11 @@ BUILD="$REPO_ROOT/$(cat "$CHECK_DIR/build-dir")"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 START=$SECONDS
 
-STAGES=" ${MTSARRAY_GPU_CHECK_STAGES:-tests cuda ncu cpu sanitizers python} "
+STAGES=" ${MTSARRAY_GPU_CHECK_STAGES:-tests cuda ncu cpu sanitizers python training} "
 for stage in $STAGES; do
     case "$stage" in
-        tests | cuda | ncu | cpu | sanitizers | python) ;;
-        *) die "unknown stage '$stage' in MTSARRAY_GPU_CHECK_STAGES (tests cuda ncu cpu sanitizers python)" ;;
+        tests | cuda | ncu | cpu | sanitizers | python | training) ;;
+        *) die "unknown stage '$stage' in MTSARRAY_GPU_CHECK_STAGES (tests cuda ncu cpu sanitizers python training)" ;;
     esac
 done
 wanted() {  # STAGE: whether it runs
@@ -299,49 +308,53 @@ if wanted sanitizers && [[ -n "$SANITIZER" ]]; then
 fi
 
 # 4. the Python package with the GPU frameworks there
-if wanted python; then
-    SITE="$CHECK_DIR/site-packages"
+SITE="$CHECK_DIR/site-packages"
+SITE_READY=0
+if wanted python || wanted training; then
     rm -rf "$SITE"
     if python3 -m pip install --quiet --no-index --no-deps --target "$SITE" "$CHECK_DIR"/wheels/*.whl \
         >"$OUT/python-install.log" 2>&1; then
-        frameworks="$(PYTHONPATH="$SITE" python3 -c '
+        SITE_READY=1
+    else
+        verdict "python wheels" "FAILED: the wheels did not install (python-install.log)"
+    fi
+fi
+if wanted python && [[ $SITE_READY == 1 ]]; then
+    frameworks="$(PYTHONPATH="$SITE" python3 -c '
 import importlib.util as u
 print(" ".join(m for m in ("torch", "cupy", "jax") if u.find_spec(m)))')"
-        (cd "$REPO_ROOT/python" && PYTHONPATH="$SITE" timeout 300 python3 -m pytest tests -rs -q -p no:cacheprovider) \
-            >"$OUT/pytest.log" 2>&1
-        rc=$?
-        summary="$(tail -n 1 "$OUT/pytest.log")"
-        if [[ $rc == 0 ]]; then
-            verdict "python tests" "$summary (with: $frameworks)"
-        else
-            verdict "python tests" "FAILED (exit $rc): $summary; failing: $(grep -E '^(FAILED|ERROR) ' "$OUT/pytest.log" |
-                cut -d' ' -f2 | tr '\n' ' ')"
-        fi
-        # the bridges to PyTorch and metatensor-torch on the GPU, again on their
-        # own: every case must run here (a skip means torch, metatensor-torch or
-        # the CUDA backend could not be used, which the whole run would hide)
-        (cd "$REPO_ROOT/python" && PYTHONPATH="$SITE" timeout 120 python3 -m pytest tests/test_bridges.py -rs -q \
-            -p no:cacheprovider -k "cuda or metatensor_torch_bridge") >"$OUT/pytest-bridges.log" 2>&1
-        rc=$?
-        summary="$(tail -n 1 "$OUT/pytest-bridges.log")"
-        if [[ $rc == 0 && "$summary" != *skipped* ]]; then
-            verdict "python bridges (torch, metatensor-torch)" "$summary"
-        else
-            verdict "python bridges (torch, metatensor-torch)" "FAILED (exit $rc): $summary; see pytest-bridges.log"
-        fi
-        # libmetatensor's operations from Python: mtsarray on the GPU, NumPy
-        # (and metatensor-torch, where it is installed)
-        (cd "$REPO_ROOT" && PYTHONPATH="$SITE" timeout 200 python3 bench/tensormap_operations.py --rounds 3) \
-            >"$OUT/bench-tensormap-operations.log" 2>&1
-        rc=$?
-        if [[ $rc == 0 ]]; then
-            verdict "benchmark (tensormap_operations.py)" \
-                "ran; $(grep -E '^== targets:' "$OUT/bench-tensormap-operations.log" | tail -n 1 | sed 's/^== //')"
-        else
-            verdict "benchmark (tensormap_operations.py)" "FAILED (exit $rc): see bench-tensormap-operations.log"
-        fi
+    (cd "$REPO_ROOT/python" && PYTHONPATH="$SITE" timeout 300 python3 -m pytest tests -rs -q -p no:cacheprovider) \
+        >"$OUT/pytest.log" 2>&1
+    rc=$?
+    summary="$(tail -n 1 "$OUT/pytest.log")"
+    if [[ $rc == 0 ]]; then
+        verdict "python tests" "$summary (with: $frameworks)"
     else
-        verdict "python tests" "FAILED: the wheels did not install (python-install.log)"
+        verdict "python tests" "FAILED (exit $rc): $summary; failing: $(grep -E '^(FAILED|ERROR) ' "$OUT/pytest.log" |
+            cut -d' ' -f2 | tr '\n' ' ')"
+    fi
+    # the bridges to PyTorch and metatensor-torch on the GPU, again on their
+    # own: every case must run here (a skip means torch, metatensor-torch or
+    # the CUDA backend could not be used, which the whole run would hide)
+    (cd "$REPO_ROOT/python" && PYTHONPATH="$SITE" timeout 120 python3 -m pytest tests/test_bridges.py -rs -q \
+        -p no:cacheprovider -k "cuda or metatensor_torch_bridge") >"$OUT/pytest-bridges.log" 2>&1
+    rc=$?
+    summary="$(tail -n 1 "$OUT/pytest-bridges.log")"
+    if [[ $rc == 0 && "$summary" != *skipped* ]]; then
+        verdict "python bridges (torch, metatensor-torch)" "$summary"
+    else
+        verdict "python bridges (torch, metatensor-torch)" "FAILED (exit $rc): $summary; see pytest-bridges.log"
+    fi
+    # libmetatensor's operations from Python: mtsarray on the GPU, NumPy
+    # (and metatensor-torch, where it is installed)
+    (cd "$REPO_ROOT" && PYTHONPATH="$SITE" timeout 200 python3 bench/tensormap_operations.py --rounds 3) \
+        >"$OUT/bench-tensormap-operations.log" 2>&1
+    rc=$?
+    if [[ $rc == 0 ]]; then
+        verdict "benchmark (tensormap_operations.py)" \
+            "ran; $(grep -E '^== targets:' "$OUT/bench-tensormap-operations.log" | tail -n 1 | sed 's/^== //')"
+    else
+        verdict "benchmark (tensormap_operations.py)" "FAILED (exit $rc): see bench-tensormap-operations.log"
     fi
 fi
 
@@ -355,6 +368,35 @@ elif [[ -n "$SANITIZER" ]]; then
     done
 else
     verdict "compute-sanitizer" "FAILED: compute-sanitizer not found"
+fi
+
+# 5. the training-loop scenario, alone on the GPU (it holds most of its memory)
+training_loop() {  # LABEL LOG [SANITIZER ARGUMENTS...] -- SCRIPT ARGUMENTS...
+    local label="$1" log="$OUT/$2" rc summary
+    shift 2
+    local -a wrapper=()
+    while [[ "$1" != "--" ]]; do
+        wrapper+=("$1")
+        shift
+    done
+    shift
+    (cd "$REPO_ROOT" && PYTHONPATH="$SITE" timeout 300 "${wrapper[@]}" python3 scripts/training_loop.py "$@") \
+        >"$log" 2>&1
+    rc=$?
+    summary="$(grep -E '^(training loop:|FAILED:|skipped:)|ERROR SUMMARY' "$log" | tail -n 2 | tr '\n' ' ')"
+    if [[ $rc == 0 ]] && grep -q '^training loop: all checks passed' "$log"; then
+        verdict "$label" "passed: $(grep -E '^[0-9]+ replays' "$log" | head -n 1 | cut -c1-120) ${summary}"
+    else
+        verdict "$label" "FAILED (exit $rc): ${summary:-see $(basename "$log")}"
+    fi
+}
+if wanted training && [[ $SITE_READY == 1 ]]; then
+    log "5. the training-loop scenario (PyTorch, mtsarray, one GPU)"
+    training_loop "training loop (PyTorch, 1000 replays)" training-loop.log -- --steps 1000
+    if [[ -n "$SANITIZER" ]]; then
+        training_loop "training loop under compute-sanitizer memcheck" training-loop-memcheck.log \
+            "$SANITIZER" --tool memcheck --error-exitcode 97 --print-limit 50 -- --short
+    fi
 fi
 
 # ---- the verdicts ---------------------------------------------------------------------------

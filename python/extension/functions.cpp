@@ -62,6 +62,80 @@ uint16_t to_bfloat16(double value) {
     return static_cast<uint16_t>(bits >> 16);
 }
 
+/// A binary floating-point format: `precision` significant bits, the
+/// largest finite value below 2^(max_exponent + 1).
+struct FloatFormat {
+    int precision;
+    int max_exponent;
+};
+
+/// The format of a floating or complex dtype (of its parts), or bfloat16.
+FloatFormat float_format(DLDataType dtype) {
+    if (dtype.code == kDLBfloat) {
+        return {8, 127};
+    }
+    const unsigned part_bits = dtype.code == kDLComplex ? dtype.bits / 2 : dtype.bits;
+    switch (part_bits) {
+    case 16: return {11, 15};
+    case 32: return {24, 127};
+    default: return {53, 1023};
+    }
+}
+
+/// A new reference to `function(a, b)` of the Python number API.
+nb::object number_call(PyObject* (*function)(PyObject*, PyObject*), nb::handle a, nb::handle b) {
+    PyObject* result = function(a.ptr(), b.ptr());
+    if (result == nullptr) {
+        throw nb::python_error();
+    }
+    return nb::steal(result);
+}
+
+/// The Python integer `integer` rounded once, to nearest with ties to even,
+/// to `format` -- a double holding that value exactly -- or nothing when it
+/// rounds to infinity. Rounding through a double first would round twice:
+/// 2**53 + 2**45 + 1 is a double's tie, 2**53 + 2**45, which bfloat16 then
+/// rounds (to even) down to 2**53, where 2**53 + 2**46 is nearest.
+bool round_integer(nb::handle integer, FloatFormat format, double& rounded) {
+    const bool negative = PyObject_RichCompareBool(integer.ptr(), nb::int_(0).ptr(), Py_LT) == 1;
+    nb::object magnitude = nb::steal(PyNumber_Absolute(integer.ptr()));
+    if (!magnitude.is_valid()) {
+        throw nb::python_error();
+    }
+    const int64_t bits = nb::cast<int64_t>(magnitude.attr("bit_length")());
+    int64_t shift = bits > format.precision ? bits - format.precision : 0;
+    uint64_t significand = 0;
+    if (shift == 0) {
+        significand = nb::cast<uint64_t>(magnitude);
+    } else {
+        const nb::int_ shift_object(shift);
+        significand = nb::cast<uint64_t>(number_call(PyNumber_Rshift, magnitude, shift_object));
+        nb::object one = nb::int_(1);
+        nb::object mask = number_call(PyNumber_Subtract, number_call(PyNumber_Lshift, one, shift_object), one);
+        nb::object rest = number_call(PyNumber_And, magnitude, mask);
+        nb::object half = number_call(PyNumber_Lshift, one, nb::int_(shift - 1));
+        const int above = PyObject_RichCompareBool(rest.ptr(), half.ptr(), Py_GT);
+        const int tie = PyObject_RichCompareBool(rest.ptr(), half.ptr(), Py_EQ);
+        if (above == 1 || (tie == 1 && (significand & 1) != 0)) {
+            significand++;
+            if (significand == (uint64_t(1) << format.precision)) {
+                significand >>= 1;
+                shift++;
+            }
+        }
+    }
+    // the leading bit's exponent
+    const int64_t exponent = shift + (significand == 0 ? 0 : 64 - __builtin_clzll(significand)) - 1;
+    if (significand != 0 && exponent > format.max_exponent) {
+        return false;
+    }
+    rounded = std::ldexp(static_cast<double>(significand), static_cast<int>(shift));
+    if (negative) {
+        rounded = -rounded;
+    }
+    return true;
+}
+
 /// The bytes of one element of `dtype` holding `value`; rejects values the
 /// dtype can not hold (300 in int8, 2.5 in int32, 1j in float64, 1e10 in
 /// float16, 2 in bool) rather than wrapping or truncating them.
@@ -80,18 +154,21 @@ std::vector<unsigned char> element_bytes(nb::handle value, DLDataType dtype) {
         raise(PyExc_ValueError, "the fill value " + text(nb::repr(value)) + " can not be represented in " +
                                     (bfloat16 ? std::string("bfloat16") : text(target)));
     };
-    if (source_kind == "O" && PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) {
+    const bool python_integer = source_kind == "O" && PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr());
+    if (python_integer && target_kind != "f" && target_kind != "c") {
         // a Python integer beyond 64 bits (NumPy keeps it as an object):
-        // no integer dtype holds it; a floating one holds it rounded
-        if (target_kind != "f" && target_kind != "c") {
+        // no integer dtype holds it
+        not_representable();
+    }
+    if ((python_integer || source_kind == "i" || source_kind == "u") && (target_kind == "f" || target_kind == "c")) {
+        // an integer of any size into a floating dtype (bfloat16's stand-in
+        // is float32): rounded once, from the exact integer
+        nb::object integer = python_integer ? nb::borrow(value) : source.attr("item")();
+        double rounded = 0.0;
+        if (!round_integer(integer, float_format(dtype), rounded)) {
             not_representable();
         }
-        const double rounded = PyLong_AsDouble(value.ptr());
-        if (rounded == -1.0 && PyErr_Occurred() != nullptr) {
-            PyErr_Clear();  // OverflowError: beyond every floating dtype
-            not_representable();
-        }
-        source = np.attr("asarray")(rounded);
+        source = np.attr("asarray")(rounded);  // exact in the dtype: converting it rounds nothing
         source_kind = "f";
     }
     if (source_kind != "b" && source_kind != "i" && source_kind != "u" && source_kind != "f" && source_kind != "c") {
@@ -213,6 +290,31 @@ int32_t get_num_threads() {
 std::string backend_unavailable_reason(nb::handle device_type) {
     const char* reason = mtsarray_backend_unavailable_reason(parse_device_type(device_type));
     return reason == nullptr ? "" : reason;
+}
+
+void empty_cache(nb::handle device) {
+    const DLDevice target = parse_device(device);
+    mts_status_t status;
+    {
+        nb::gil_scoped_release release;
+        status = mtsarray_release_cached_memory(target);
+    }
+    check(status);
+}
+
+void set_release_threshold(nb::handle device, int64_t bytes) {
+    if (bytes < 0) {
+        raise(PyExc_ValueError, "the release threshold is a number of bytes, got " + std::to_string(bytes));
+    }
+    const DLDevice target = parse_device(device);
+    check(mtsarray_set_release_threshold(target, static_cast<uint64_t>(bytes)));
+}
+
+uint64_t get_release_threshold(nb::handle device) {
+    const DLDevice target = parse_device(device);
+    uint64_t bytes = 0;
+    check(mtsarray_get_release_threshold(target, &bytes));
+    return bytes;
 }
 
 uintptr_t tensormap_to(uintptr_t address, nb::handle device, nb::handle stream) {

@@ -21,6 +21,12 @@ void set_num_threads(int64_t count);
 int32_t get_num_threads();
 std::string backend_unavailable_reason(nanobind::handle device_type);
 
+/// mtsarray_release_cached_memory, mtsarray_set_release_threshold and
+/// mtsarray_get_release_threshold on `device`.
+void empty_cache(nanobind::handle device);
+void set_release_threshold(nanobind::handle device, int64_t bytes);
+uint64_t get_release_threshold(nanobind::handle device);
+
 /// mtsarray_tensormap_to on the mts_tensormap_t at `address`; returns the
 /// address of the new tensor map (the caller owns it).
 uintptr_t tensormap_to(uintptr_t address, nanobind::handle device, nanobind::handle stream);

@@ -310,6 +310,20 @@ NB_MODULE(_mtsarray, m) {
           "Why ``device_type`` can not be used here (not compiled in, no driver, no device), or ``\"\"`` "
           "when :func:`backend_available` is true.");
 
+    m.def("empty_cache", &mtsarray_python::empty_cache, "device"_a,
+          nb::sig("def empty_cache(device: str | tuple[int, int]) -> None"),
+          "Give the memory mtsarray keeps cached for reuse on ``device`` (``\"cuda:0\"``, ...) back to the "
+          "device, for the other libraries of the process: what ``torch.cuda.empty_cache()`` does for "
+          "PyTorch's (``mtsarray_release_cached_memory``). Memory in use stays. A no-op for the CPU.");
+    m.def("set_release_threshold", &mtsarray_python::set_release_threshold, "device"_a, "bytes"_a,
+          nb::sig("def set_release_threshold(device: str | tuple[int, int], bytes: int) -> None"),
+          "How much freed memory mtsarray keeps cached on ``device`` across synchronisations; beyond it, "
+          "cached memory goes back at the next synchronisation. Default: the smaller of 256 MiB and 1/16 "
+          "of the device (``mtsarray_set_release_threshold``). A no-op for the CPU.");
+    m.def("get_release_threshold", &mtsarray_python::get_release_threshold, "device"_a,
+          nb::sig("def get_release_threshold(device: str | tuple[int, int]) -> int"),
+          "The release threshold of ``device`` in bytes (see :func:`set_release_threshold`); 0 for the CPU.");
+
     // for the Python side of the package (mtsarray/_metatensor.py, bench/)
     m.def("_tensormap_to", &mtsarray_python::tensormap_to, "address"_a, "device"_a, "stream"_a = nb::none(),
           "mtsarray_tensormap_to on the mts_tensormap_t at ``address``: the address of the new one.");

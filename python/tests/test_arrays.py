@@ -168,6 +168,75 @@ def test_full_at_every_floating_dtype_edge():
             mtsarray.full(1, value, dtype="float64")
 
 
+# (significant bits, largest exponent) of each floating dtype, bfloat16 included
+FLOAT_FORMATS = {"float16": (11, 15), "bfloat16": (8, 127), "float32": (24, 127), "float64": (53, 1023),
+                 "complex64": (24, 127), "complex128": (53, 1023)}
+
+
+def _integer_reference(value, dtype):
+    """The integer nearest to ``value`` that ``dtype`` holds (ties to even),
+    computed exactly with fractions; None when it rounds to infinity."""
+    precision, max_exponent = FLOAT_FORMATS[dtype]
+    exact = abs(fractions.Fraction(value))
+    if exact == 0:
+        return 0
+    exponent = exact.numerator.bit_length() - 1
+    ulp = fractions.Fraction(2) ** max(exponent - (precision - 1), 0)
+    rounded = round(exact / ulp) * ulp  # Fraction rounds half to even
+    if rounded >= fractions.Fraction(2) ** (max_exponent + 1):
+        return None
+    return int(rounded) if value >= 0 else -int(rounded)
+
+
+def _filled_integer(array, dtype):
+    """The one element of ``array`` as an exact integer."""
+    if dtype == "bfloat16":
+        bits = element_bits(array, 2)[0]
+        return int(struct.unpack("<f", struct.pack("<I", bits << 16))[0])
+    element = np.asarray(array)[0]
+    if np.iscomplexobj(element):
+        assert element.imag == 0
+        element = element.real
+    return int(element)
+
+
+def test_integer_fill_values_are_rounded_once():
+    # Python integers of any size, and NumPy integers, rounded once from the
+    # exact integer: never through a double first (2**53 + 2**45 + 1 is a
+    # double's tie, which rounds to even at 2**53 + 2**45, then bfloat16's
+    # tie rounds that down to 2**53, where 2**53 + 2**46 is nearest)
+    assert _filled_integer(mtsarray.full((1,), 2**53 + 2**45 + 1, dtype="bfloat16"), "bfloat16") == 2**53 + 2**46
+    assert _filled_integer(mtsarray.full((1,), 2**100 + 2**76 + 1, dtype="float32"), "float32") == 2**100 + 2**77
+    assert _filled_integer(mtsarray.full((1,), 2**100 + 2**76 + 1, dtype="complex64"), "complex64") == 2**100 + 2**77
+    assert _filled_integer(mtsarray.full((1,), np.int64(2**53 + 2**45 + 1), dtype="bfloat16"), "bfloat16") == (
+        2**53 + 2**46
+    )
+    rng = np.random.default_rng(40)
+    for dtype, (precision, max_exponent) in FLOAT_FORMATS.items():
+        values = []
+        for bits in list(range(1, 70)) + [max_exponent, max_exponent + 1, max_exponent + 2, 200, 1100]:
+            top = 1 << (bits - 1)
+            # ties, just above and below them, and random integers of `bits` bits
+            if bits > precision + 1:
+                half = 1 << (bits - precision - 1)
+                for k in (1, 2, 3):
+                    tie = top + (2 * k - 1) * half
+                    values += [tie - 1, tie, tie + 1]
+            values += [top + int(rng.integers(0, 2**62)) % top for _ in range(8)]
+        values += [-v for v in values[::7]] + [0]
+        for value in values:
+            expected = _integer_reference(value, dtype)
+            kinds = [value] + ([np.int64(value)] if -(2**63) <= value < 2**63 else [])
+            kinds += [np.uint64(value)] if 0 <= value < 2**64 else []
+            for given in kinds:
+                if expected is None:
+                    with pytest.raises(ValueError, match=f"can not be represented in {dtype}"):
+                        mtsarray.full((1,), given, dtype=dtype)
+                    continue
+                result = _filled_integer(mtsarray.full((1,), given, dtype=dtype), dtype)
+                assert result == expected, (dtype, value, type(given).__name__, result, expected)
+
+
 def test_full_with_python_integers_beyond_64_bits():
     # NumPy keeps them as objects: the error says the value does not fit
     for dtype in ["uint64", "int64", "int8", "bool"]:

@@ -237,6 +237,28 @@ mts_status_t mtsarray_release_cached_memory(DLDevice device) {
     });
 }
 
+mts_status_t mtsarray_set_release_threshold(DLDevice device, uint64_t bytes) {
+    return guard(context("mtsarray_set_release_threshold"), [&] {
+        const auto& backend = memory_backend(device.device_type);
+        if (backend.available()) {
+            backend.check_device(device);
+            backend.set_release_threshold(device, bytes);
+        }
+    });
+}
+
+mts_status_t mtsarray_get_release_threshold(DLDevice device, uint64_t* bytes) {
+    return guard(context("mtsarray_get_release_threshold"), [&] {
+        check_not_null(bytes, "bytes");
+        const auto& backend = memory_backend(device.device_type);
+        *bytes = 0;
+        if (backend.available()) {
+            backend.check_device(device);
+            *bytes = backend.release_threshold(device);
+        }
+    });
+}
+
 mts_status_t mtsarray_set_num_threads(int32_t count) {
     return guard(context("mtsarray_set_num_threads"), [&] { cpu::set_thread_count(count); });
 }

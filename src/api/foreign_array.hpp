@@ -14,7 +14,10 @@ namespace mtsarray::detail {
 /// of a C-contiguous export, which gives the producer's memory back once the
 /// work that reads it has run (stream-ordered), or a contiguous copy of a
 /// strided one. `role` names the array in messages ("source", "an array of
-/// the TensorMap"). Throws Error with the producer's own message.
+/// the TensorMap"). Throws Error with the producer's own message. The rule
+/// for an export that fails but still hands a tensor out (as create's
+/// fill value follows it too): the tensor is released at once, its deleter
+/// called, and nothing of it is read.
 std::unique_ptr<Array> borrow_foreign_array(const mts_array_t& source, const char* role);
 
 }  // namespace mtsarray::detail

@@ -179,6 +179,12 @@ public:
     /// back to the system (no-op when nothing is cached).
     virtual void release_cached_memory(DLDevice device) const = 0;
 
+    /// How much freed memory this backend keeps cached on `device` across
+    /// synchronisations (the rest goes back at the next one), and its
+    /// setting; 0 and a no-op where nothing is cached.
+    virtual uint64_t release_threshold(DLDevice device) const = 0;
+    virtual void set_release_threshold(DLDevice device, uint64_t bytes) const = 0;
+
     /// When `stream` is capturing a graph, keeps `work` to run once it no
     /// longer is (frees queued during a capture would become nodes of the
     /// graph) and returns true; otherwise returns false and leaves `work`

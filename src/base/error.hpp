@@ -19,6 +19,16 @@ public:
     explicit OutOfMemory(const std::string& message) : Error(message) {}
 };
 
+/// A sticky fault of a GPU (an illegal address, an assert or a launch
+/// failure in anyone's kernel), after which every call of its runtime fails
+/// with it: "To continue using CUDA, the process must be terminated and
+/// relaunched" (CUDA Runtime API, cudaErrorIllegalAddress). Reported once
+/// (src/gpu/runtime_error.hpp); memory then can not be given back.
+class DeviceFault : public Error {
+public:
+    explicit DeviceFault(const std::string& message) : Error(message) {}
+};
+
 }  // namespace mtsarray::detail
 
 /// Precondition check: throws mtsarray::detail::Error with `message` (a std::string

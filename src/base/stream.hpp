@@ -5,9 +5,10 @@
 
 #include <cstdint>
 #include <string>
-#include <thread>
 
 #include <metatensor.h>
+
+#include "base/thread_token.hpp"
 
 namespace mtsarray::detail {
 
@@ -36,9 +37,10 @@ public:
     /// nothing to order: the result is the "none" stream.
     ///
     /// CUDA stream 2 names the per-thread default stream of the calling
-    /// thread: the Stream remembers that thread (its owner). Work is queued
-    /// on it only by its owner (GPU backends refuse other threads); memory
-    /// released by another thread goes back on `usable_here()`.
+    /// thread: the Stream remembers that thread (its owner, by a token no
+    /// later thread gets: thread_token.hpp). Work is queued on it only by
+    /// its owner (GPU backends refuse other threads); memory released by
+    /// another thread goes back on `usable_here()`.
     static Stream parse(DLDevice device, int64_t number, bool allow_none = false);
 
     DLDevice device() const noexcept { return device_; }
@@ -56,7 +58,7 @@ public:
     }
     /// False for the per-thread stream of another thread than the caller.
     bool belongs_to_this_thread() const noexcept {
-        return !is_per_thread() || owner_ == std::this_thread::get_id();
+        return !is_per_thread() || owner_ == this_thread_token();
     }
     /// This stream, or for the per-thread stream of another thread the
     /// device's legacy default stream: work queued there runs after the
@@ -78,12 +80,12 @@ public:
 private:
     Stream(DLDevice device, int64_t number) : device_(device), number_(number) {
         if (is_per_thread()) {
-            owner_ = std::this_thread::get_id();
+            owner_ = this_thread_token();
         }
     }
     DLDevice device_;
     int64_t number_;
-    std::thread::id owner_;  // the per-thread stream's thread; empty otherwise
+    uint64_t owner_ = 0;  // the per-thread stream's thread (this_thread_token); 0 otherwise
 };
 
 }  // namespace mtsarray::detail

@@ -7,6 +7,7 @@
 #include "core/backend_registry.hpp"
 #include "core/installed_allocator.hpp"
 #include "base/device.hpp"
+#include "base/error.hpp"
 #include "base/fault_injection.hpp"
 
 namespace mtsarray::detail {
@@ -113,6 +114,8 @@ struct GiveBack {
                     backend->wait(stream, *use.second);
                 }
             }
+        } catch (const DeviceFault&) {
+            return;  // nothing runs on the device any more, nothing can be freed: reported once
         } catch (const std::exception& error) {
             // Could not order the free after another stream's use (a runtime
             // failure): waiting on the host is the only safe way left -- for
@@ -142,6 +145,8 @@ struct GiveBack {
         }
         try {
             backend->release_after(stream, std::move(release));
+        } catch (const DeviceFault&) {
+            return;  // the device may never finish with the memory: kept from its owner
         } catch (const std::exception& error) {
             // release_after leaves `release` with us when it fails
             std::fprintf(stderr, "mtsarray: %s; waiting for the device before releasing memory\n", error.what());
@@ -174,6 +179,8 @@ Buffer::~Buffer() {
         if (!memory_backend(release.device().device_type).defer_while_capturing(release, work)) {
             work();
         }
+    } catch (const DeviceFault&) {
+        // after a device fault nothing is given back (reported once)
     } catch (const std::exception& error) {
         std::fprintf(stderr, "mtsarray: %s; memory of a destroyed array was not given back\n", error.what());
     }

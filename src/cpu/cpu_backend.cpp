@@ -178,6 +178,8 @@ public:
     void check_not_capturing(const Stream&, const char*) const override {}
     bool defer_while_capturing(const Stream&, std::function<void()>&) const override { return false; }
     void release_cached_memory(DLDevice) const override {}
+    uint64_t release_threshold(DLDevice) const override { return 0; }
+    void set_release_threshold(DLDevice, uint64_t) const override {}
 };
 
 }  // namespace

@@ -34,6 +34,23 @@ struct CudaErrors {
     /// point in time after CUDA driver has been unloaded"): it releases
     /// everything itself then, so there is nothing to report.
     static bool is_silent(Status status) noexcept { return status == cudaErrorCudartUnloading; }
+    /// The faults that leave the process "in an inconsistent state and any
+    /// further CUDA work will return the same error" (the Runtime API's words
+    /// for each of them).
+    static bool is_sticky(Status status) noexcept {
+        switch (status) {
+        case cudaErrorIllegalAddress:
+        case cudaErrorLaunchTimeout:
+        case cudaErrorAssert:
+        case cudaErrorHardwareStackError:
+        case cudaErrorIllegalInstruction:
+        case cudaErrorMisalignedAddress:
+        case cudaErrorInvalidAddressSpace:
+        case cudaErrorInvalidPc:
+        case cudaErrorLaunchFailure: return true;
+        default: return false;
+        }
+    }
 };
 
 /// "cudaErrorInvalidValue: invalid argument"

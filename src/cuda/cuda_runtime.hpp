@@ -167,9 +167,8 @@ struct CudaRuntime {
 
     // ---- memory -----------------------------------------------------------
 
-    /// A stream-ordered pool of `device` that keeps the memory freed into it
-    /// (release threshold: everything) instead of giving it back to the
-    /// driver at each synchronisation.
+    /// A stream-ordered pool of `device` (its release threshold is set by
+    /// set_release_threshold).
     static PoolHandle create_pool(int device) {
         cudaMemPoolProps properties = {};
         properties.allocType = cudaMemAllocationTypePinned;
@@ -178,8 +177,6 @@ struct CudaRuntime {
         properties.location.id = device;
         PoolHandle pool = nullptr;
         MTSARRAY_CUDA_CHECK(cudaMemPoolCreate(&pool, &properties));
-        uint64_t keep_everything = UINT64_MAX;
-        MTSARRAY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
         // No dependency the program did not ask for: memory freed on one
         // stream is reused by another only once the free has completed, or
         // where an event orders them, never by making the allocating stream
@@ -189,7 +186,20 @@ struct CudaRuntime {
         MTSARRAY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no));
         return pool;
     }
+    /// The memory the pool keeps cached across synchronisations: beyond it,
+    /// cached memory goes back at the next stream, event or device
+    /// synchronisation (cudaMemPoolAttrReleaseThreshold).
+    static void set_release_threshold(PoolHandle pool, uint64_t bytes) {
+        MTSARRAY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &bytes));
+    }
     static void trim_pool(PoolHandle pool) noexcept { MTSARRAY_CUDA_CHECK_NOTHROW(cudaMemPoolTrimTo(pool, 0)); }
+    /// The size of the current device's memory.
+    static size_t device_memory_bytes(int /*device: current*/) {
+        size_t free = 0;
+        size_t total = 0;
+        MTSARRAY_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+        return total;
+    }
     static void* allocate_from_pool(size_t bytes, PoolHandle pool, StreamHandle stream) {
         void* data = nullptr;
         gpu::check_allocation<CudaErrors>(cudaMallocFromPoolAsync(&data, bytes, pool, stream),
@@ -260,6 +270,14 @@ struct CudaRuntime {
             (void)cudaUserObjectRelease(user_object, 1);
             MTSARRAY_CUDA_CHECK(retained);
         }
+    }
+
+    /// Queues `function(data)` on `stream`, run on a thread of the driver
+    /// once the work before it is done (cudaLaunchHostFunc); on a capturing
+    /// stream, a host node of the graph, run at every replay. The function
+    /// must make no CUDA call.
+    static void launch_host_function(StreamHandle stream, void (*function)(void*), void* data) {
+        MTSARRAY_CUDA_CHECK(cudaLaunchHostFunc(stream, function, data));
     }
 
     // ---- copies -----------------------------------------------------------

@@ -5,7 +5,9 @@
 //  - after_event: hand memory back to its owner (a wrapped buffer's deleter,
 //    an imported DLPack tensor) once the work recorded before an event is
 //    done; a wait that fails is retried later, never skipped: the memory
-//    may still be read by the device;
+//    may still be read by the device -- but after a device fault (a sticky
+//    error, runtime_error.hpp), which every wait would meet again, the
+//    work is kept and never run, and the fault is reported once;
 //  - soon: calls that synchronise the device by themselves (allocating and
 //    freeing page-locked or managed memory);
 //  - after_capture: the free of a buffer whose stream is capturing a graph
@@ -126,6 +128,8 @@ private:
             work();
         } catch (const RuntimeShutDown&) {
             // the process is exiting: nothing left to do, nobody to tell
+        } catch (const DeviceFault&) {
+            DeviceFaults<typename Runtime::Errors>::report_once();
         } catch (const std::exception& error) {
             std::fprintf(stderr, "mtsarray: deferred work failed: %s\n", error.what());
         } catch (...) {
@@ -155,13 +159,18 @@ private:
                 lock.unlock();
                 // blocks this thread only, never a caller of mtsarray
                 bool done = false;
-                bool shut_down = false;
+                bool abandoned = false;
                 try {
+                    DeviceFaults<typename Runtime::Errors>::check();
                     DeviceGuard<Runtime> guard(item.device);
                     Runtime::synchronize_event(item.event.get());
                     done = true;
                 } catch (const RuntimeShutDown&) {
-                    shut_down = true;  // dropped: no device work runs any more
+                    abandoned = true;  // dropped: no device work runs any more
+                } catch (const DeviceFault&) {
+                    // every wait would meet it again: no retry loop burying it
+                    DeviceFaults<typename Runtime::Errors>::report_once();
+                    abandoned = true;
                 } catch (const std::exception& error) {
                     std::fprintf(stderr, "mtsarray: waiting for a deferred release (will retry): %s\n",
                                  error.what());
@@ -169,7 +178,7 @@ private:
                 if (done) {
                     run_reporting(item.work);
                     lock.lock();
-                } else if (shut_down) {
+                } else if (abandoned) {
                     // kept, never run nor destroyed: what it holds may
                     // call an owner's deleter when destroyed
                     lock.lock();

@@ -4,23 +4,26 @@
 //
 // A copy from page-locked memory is asynchronous. A copy from pageable
 // memory is staged by the runtime through page-locked buffers of its own
-// before the call returns (the caller may reuse its buffer then); beyond
-// their size it stages chunk after chunk as the stream reaches the copy, and
-// the host waits for everything queued on the stream before it (CUDA Runtime
-// API, "API synchronization behavior": such copies "might be synchronous
-// with respect to host"; on an H100, a 128 MiB copy waited 1 s on the host
-// behind the destination stream's queued work).
+// before the call returns (the caller may reuse its buffer then); those
+// buffers are finite, shared by every pageable copy still pending, and "if
+// pageable memory must first be staged to pinned memory, the driver may
+// synchronize with the stream" (CUDA Runtime API, "API synchronization
+// behavior"): a copy beyond the staging space waits on the host for its
+// stream (on an H100, a 128 MiB copy waited 1 s behind the destination
+// stream's queued work), and one that does not fit beside the copies still
+// pending waits for those -- behind whatever their streams run first.
 //
-// So a pageable copy above direct_pageable_limit runs on the device's
-// library stream (library_stream.hpp) -- a non-blocking stream of
-// mtsarray's own that no caller's work is queued on -- into fresh
-// stream-ordered memory; the caller's stream waits
-// for it with an event and copies device to device (microseconds, for what
-// takes milliseconds to cross the bus), then frees it. The host may wait for
-// the bytes of the copy itself to be staged, never for the caller's stream:
-// the pool never makes the upload stream wait for another
-// (stream_ordered_memory.hpp). Copies are refused on a stream capturing a
-// graph, where pageable memory must never be read (a node would read it
+// So every pageable copy runs on the device's library stream
+// (library_stream.hpp) -- a non-blocking stream of mtsarray's own that no
+// caller's work is queued on -- into fresh stream-ordered memory; the
+// caller's stream waits for it with an event and copies device to device
+// (microseconds, for what takes milliseconds to cross the bus), then frees
+// it. The host may wait for mtsarray's own uploads to be staged, never for
+// a caller's stream: the pool never makes the upload stream wait for
+// another (stream_ordered_memory.hpp). (Small copies from host memory go
+// through a buffer of the page-locked staging pool instead, when one is
+// free: pinned_staging_pool.hpp.) Copies are refused on a stream capturing
+// a graph, where pageable memory must never be read (a node would read it
 // again at every replay).
 //
 // Traits used: create_stream, capture_state, copy_host_to_device_async,
@@ -40,11 +43,6 @@ template <class Runtime> class HostToDevice {
 public:
     using StreamHandle = typename Runtime::StreamHandle;
 
-    /// Pageable copies up to this size are staged by the runtime at once.
-    /// (The simulated runtime waits above 1 MiB; the H100 did not wait for
-    /// a few hundred KiB.)
-    static constexpr size_t direct_pageable_limit = size_t(256) << 10;
-
     /// `memory`, `events` and `upload` are the device's and outlive this.
     HostToDevice(StreamOrderedPool<Runtime>& memory, EventPool<Runtime>& events, LibraryStream<Runtime>& upload)
         : memory_(memory), events_(events), upload_(upload) {}
@@ -60,7 +58,7 @@ public:
         if (bytes == 0) {
             return;
         }
-        if (source_page_locked || bytes <= direct_pageable_limit) {
+        if (source_page_locked) {
             Runtime::copy_host_to_device_async(destination, source, bytes, stream);
             return;
         }

@@ -17,7 +17,7 @@
 // which queues `body(GridThread)` for every thread of the grid on the stream
 // (`touched`: the memory the kernel reads or writes, for the runtime's
 // checks; `kernel`: which kernel this is, see KernelKey). Either way the
-// launch is checked with MTSARRAY_CHECK_LAUNCH.
+// launch is checked with MTSARRAY_CHECKED_LAUNCH.
 
 #include <cstdint>
 

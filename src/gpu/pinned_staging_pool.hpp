@@ -7,7 +7,11 @@
 // rewrite a buffer before the copy that reads it has run. Each buffer
 // carries an event recorded after its last copy; `acquire` only hands out a
 // buffer whose event has completed (queried, never waited on, in the
-// Relaxed capture mode).
+// Relaxed capture mode: runtime_calls.hpp). Such an event is never recorded
+// on a stream capturing a graph: it could not be queried again
+// (cudaErrorCapturedEvent). A graph that reads a buffer at every replay
+// owns it instead (acquire_for_graph) and gives it back, unused, with the
+// graph.
 //
 // Allocating and freeing page-locked memory synchronise the device: they
 // never happen on the caller's thread. When no buffer is free (the pool is
@@ -29,6 +33,7 @@
 #include "gpu/deferred_work.hpp"
 #include "gpu/device_guard.hpp"
 #include "gpu/event_pool.hpp"
+#include "gpu/runtime_calls.hpp"
 
 namespace mtsarray::detail {
 namespace gpu {
@@ -87,21 +92,10 @@ public:
     /// page-locked, or plain host memory when no page-locked buffer is free
     /// (then one is added in the background).
     Lease acquire(size_t bytes) {
-        size_t capacity = min_buffer_bytes;
-        while (capacity < bytes) {
-            capacity *= 2;
-        }
+        const size_t capacity = capacity_for(bytes);
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            RelaxedCaptureMode<Runtime> relaxed;
-            Buffer* best = nullptr;
-            for (auto& buffer : buffers_) {
-                if (!buffer->leased && !buffer->retired && buffer->capacity >= bytes &&
-                    (best == nullptr || buffer->capacity < best->capacity) && Runtime::event_done(buffer->event)) {
-                    best = buffer.get();
-                }
-            }
-            if (best != nullptr) {
+            if (Buffer* best = best_free_locked(bytes)) {
                 best->leased = true;
                 return Lease(this, best);
             }
@@ -117,9 +111,51 @@ public:
         return Lease(this, overflow.release());
     }
 
+    /// A page-locked buffer of at least `bytes` bytes that no queued copy
+    /// still reads, or none (then one is added in the background, and the
+    /// caller copies without it).
+    std::unique_ptr<Lease> try_acquire(size_t bytes) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (Buffer* best = best_free_locked(bytes)) {
+            best->leased = true;
+            return std::unique_ptr<Lease>(new Lease(this, best));
+        }
+        grow_later(capacity_for(bytes));
+        return nullptr;
+    }
+
+    /// A page-locked buffer of at least `bytes` bytes for a graph, which
+    /// reads it at every replay: a free one of the pool, or, when none is,
+    /// one page-locked now on the calling thread (in the Relaxed capture
+    /// mode: the one host wait of a capture on a cold pool). The graph
+    /// gives it back unused (the Lease's destruction) once it is gone.
+    Lease acquire_for_graph(size_t bytes) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (Buffer* best = best_free_locked(bytes)) {
+                best->leased = true;
+                return Lease(this, best);
+            }
+        }
+        const size_t capacity = capacity_for(bytes);
+        std::unique_ptr<Buffer> buffer;
+        {
+            RelaxedCaptureMode<Runtime> relaxed;
+            buffer = make_buffer(capacity);
+        }
+        buffer->leased = true;
+        Buffer* leased = buffer.get();
+        std::lock_guard<std::mutex> lock(mutex_);
+        retained_bytes_ += capacity;
+        buffers_.push_back(std::move(buffer));
+        return Lease(this, leased);
+    }
+
     /// Returns the buffer; it is reused once the work queued on `stream` so
-    /// far (the copy reading it) is done. If recording the event fails the
-    /// buffer is retired rather than risk overwriting data in flight.
+    /// far (the copy reading it) is done. `stream` is not capturing a graph
+    /// (a graph owns its buffers: acquire_for_graph). If recording the event
+    /// fails the buffer is retired rather than risk overwriting data in
+    /// flight.
     void release_after(Lease&& lease, StreamHandle stream) {
         Buffer* buffer = lease.buffer_;
         lease.pool_ = nullptr;
@@ -151,6 +187,30 @@ private:
         bool retired = false;  // never reused nor freed: a copy may still read it
         std::unique_ptr<unsigned char[]> host;  // plain host memory, not in the pool
     };
+
+    /// The size of the buffer made for `bytes`: a power of two times
+    /// min_buffer_bytes.
+    static size_t capacity_for(size_t bytes) {
+        size_t capacity = min_buffer_bytes;
+        while (capacity < bytes) {
+            capacity *= 2;
+        }
+        return capacity;
+    }
+
+    /// The smallest free buffer of at least `bytes` whose last copy is
+    /// done, or null. Called with the lock.
+    Buffer* best_free_locked(size_t bytes) {
+        Buffer* best = nullptr;
+        for (auto& buffer : buffers_) {
+            if (!buffer->leased && !buffer->retired && buffer->capacity >= bytes &&
+                (best == nullptr || buffer->capacity < best->capacity) &&
+                event_done_outside_capture<Runtime>(buffer->event)) {
+                best = buffer.get();
+            }
+        }
+        return best;
+    }
 
     void give_back(Buffer* buffer) noexcept {
         if (buffer->host != nullptr) {
@@ -214,11 +274,10 @@ private:
     /// bytes fit in retained_bytes_limit (or nothing else can go); the
     /// caller frees them without the lock. Called with the lock.
     std::vector<std::unique_ptr<Buffer>> trim_for(size_t incoming) {
-        RelaxedCaptureMode<Runtime> relaxed;
         std::vector<std::unique_ptr<Buffer>> idle;
         for (size_t i = 0; i < buffers_.size() && retained_bytes_ + incoming > retained_bytes_limit;) {
             Buffer& buffer = *buffers_[i];
-            if (!buffer.leased && !buffer.retired && Runtime::event_done(buffer.event)) {
+            if (!buffer.leased && !buffer.retired && event_done_outside_capture<Runtime>(buffer.event)) {
                 retained_bytes_ -= buffer.capacity;
                 idle.push_back(std::move(buffers_[i]));
                 buffers_.erase(buffers_.begin() + static_cast<std::ptrdiff_t>(i));

@@ -13,10 +13,14 @@
 //   static const char* description(Status) noexcept;
 //   static Status last_error() noexcept;        // and reset it
 //   static bool is_silent(Status) noexcept;     // the runtime has shut down
+//   static bool is_sticky(Status) noexcept;     // a device fault: every later
+//                                               // call fails with it
 
+#include <atomic>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "base/error.hpp"
@@ -41,6 +45,74 @@ public:
     using Error::Error;
 };
 
+/// The first sticky fault met in this process, per runtime: from then on
+/// every call of the backend fails fast with it (check), without a runtime
+/// call, and whatever meets it again says nothing more -- one clear error
+/// naming the fault, not one per free or retry burying it.
+template <class Errors> class DeviceFaults {
+public:
+    /// Records `message` if it is the first fault; returns whether it was.
+    static bool record(const std::string& message) noexcept {
+        std::lock_guard<std::mutex> lock(mutex());
+        if (met()) {
+            return false;
+        }
+        try {
+            first() = message;
+        } catch (...) {
+            // no room for the words: the fault is still recorded
+        }
+        flag().store(true, std::memory_order_release);
+        return true;
+    }
+
+    static bool met() noexcept { return flag().load(std::memory_order_acquire); }
+
+    /// Throws DeviceFault naming the first fault, once one was met.
+    static void check() {
+        if (met()) {
+            std::lock_guard<std::mutex> lock(mutex());
+            throw DeviceFault(std::string("the ") + Errors::display_name +
+                              " device had a fault earlier in this process, and every call fails with it since (" +
+                              first() + "): restart the process to use the GPU again");
+        }
+    }
+
+    /// Reports the fault on stderr, the first time anyone asks (for the
+    /// threads that can not throw to a caller).
+    static void report_once() noexcept {
+        static std::atomic<bool> reported{false};
+        if (met() && !reported.exchange(true)) {
+            std::lock_guard<std::mutex> lock(mutex());
+            std::fprintf(stderr,
+                         "mtsarray: %s; mtsarray stops handing memory back to its owners, which the device may "
+                         "never finish using: restart the process to use the GPU again\n",
+                         first().c_str());
+        }
+    }
+
+    /// Forgets the fault, as a new process would: for the simulated
+    /// runtime's tests only.
+    static void forget() noexcept {
+        std::lock_guard<std::mutex> lock(mutex());
+        flag().store(false, std::memory_order_release);
+    }
+
+private:
+    static std::mutex& mutex() {
+        static std::mutex instance;
+        return instance;
+    }
+    static std::string& first() {
+        static std::string message;
+        return message;
+    }
+    static std::atomic<bool>& flag() {
+        static std::atomic<bool> instance{false};
+        return instance;
+    }
+};
+
 /// Throws the exception for a failed `what` (a call, or a description).
 template <class Errors>
 [[noreturn]] void throw_error(typename Errors::Status status, const char* what, const char* file,
@@ -56,6 +128,11 @@ template <class Errors>
     }
     if (Errors::is_silent(status)) {
         throw RuntimeShutDown(message);
+    }
+    if (Errors::is_sticky(status)) {
+        DeviceFaults<Errors>::record(message);
+        throw DeviceFault(message + ": the device had a fault, which every later call fails with; restart the "
+                                    "process to use the GPU again");
     }
     throw Error(message);
 }
@@ -74,6 +151,15 @@ bool check_nothrow(typename Errors::Status status, const char* what, const char*
         return true;
     }
     (void)Errors::last_error();
+    if (Errors::is_sticky(status)) {
+        // said once, not at every free that meets it again
+        const std::string what_failed = std::string(Errors::display_name) + " error at " + file + ":" +
+                                        std::to_string(line) + ": " + what + " failed with " +
+                                        error_text<Errors>(status);
+        DeviceFaults<Errors>::record(what_failed);
+        DeviceFaults<Errors>::report_once();
+        return false;
+    }
     if (!Errors::is_silent(status)) {
         const char* name = Errors::name(status);
         const char* description = Errors::description(status);
@@ -95,9 +181,19 @@ void check_allocation(typename Errors::Status status, const char* function, size
     }
 }
 
+/// Reads, and so resets, the thread's last error just before a launch,
+/// whatever an earlier call left there (ROCm keeps a not-ready event query
+/// as the last error; another library's failed call stays until read):
+/// the error read after the launch is then the launch's own, as the CUDA
+/// Programming Guide ("Error Checking") advises -- make sure the error
+/// variable is cudaSuccess just before the launch, by calling
+/// cudaGetLastError then. A sticky error is not reset: the launch fails
+/// with it.
+template <class Errors> void forget_last_error() noexcept { (void)Errors::last_error(); }
+
 /// Reports a failed kernel launch (bad configuration, no kernel image for
 /// this GPU, ...) as an Error naming the operation and where it was
-/// launched; use it through MTSARRAY_CHECK_LAUNCH.
+/// launched; use it through MTSARRAY_CHECKED_LAUNCH.
 template <class Errors> void check_launch(const char* operation, const char* file, int line) {
     const typename Errors::Status status = Errors::last_error();
     if (status != Errors::success) {
@@ -108,7 +204,12 @@ template <class Errors> void check_launch(const char* operation, const char* fil
 }  // namespace gpu
 }  // namespace mtsarray::detail
 
-/// Checks the kernel launch just queued for `operation`; the error names the
-/// launching line.
-#define MTSARRAY_CHECK_LAUNCH(Errors, operation) \
-    ::mtsarray::detail::gpu::check_launch<Errors>((operation), __FILE__, __LINE__)
+/// Launches (the statement `...`) and checks the kernel launch of
+/// `operation`, with the last error read just before: the error names the
+/// launching line and is the launch's own.
+#define MTSARRAY_CHECKED_LAUNCH(Errors, operation, ...)                          \
+    do {                                                                         \
+        ::mtsarray::detail::gpu::forget_last_error<Errors>();                    \
+        __VA_ARGS__;                                                             \
+        ::mtsarray::detail::gpu::check_launch<Errors>((operation), __FILE__, __LINE__); \
+    } while (false)

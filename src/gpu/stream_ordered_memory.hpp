@@ -2,10 +2,19 @@
 // StreamOrderedPool<Runtime>: mtsarray's stream-ordered memory pool of one
 // device, and StreamOrderedFree, a scope's free of one of its allocations.
 //
-// The pool keeps the memory freed into it (release threshold: everything):
-// the device's default pool gives memory back to the driver at every
-// synchronisation, which makes every allocation after it pay the full price.
-// Other libraries' pools are left alone; trim() gives ours back.
+// Memory shared with other libraries. The pool keeps the memory freed into
+// it up to its release threshold across synchronisations (the device's
+// default pool, threshold 0, gives it all back at every one, which makes
+// every allocation after it pay the full price), and gives what it keeps
+// beyond back at the next stream, event or device synchronisation, anyone's
+// (CUDA Runtime API, cudaMemPoolAttrReleaseThreshold). The default
+// threshold, min(256 MiB, 1/16 of the device), leaves the rest of the
+// device to another library's allocator (PyTorch's keeps everything it
+// frees and trims its own cache only when it runs out), which would starve
+// beside a pool that keeps everything; the program may set it
+// (set_release_threshold). An allocation that does not fit gives the
+// pool's cached memory back (trim) and tries once more before failing:
+// mtsarray never starves itself either. trim() gives everything back.
 //
 // Capture mode. Pool calls and stream-ordered allocation and free are
 // "potentially unsafe" calls (CUDA Runtime API,
@@ -19,11 +28,17 @@
 // stream the mode does not matter (the call is captured as a node), though
 // mtsarray queues none there (check_not_capturing).
 //
-// Traits used: PoolHandle, create_pool, trim_pool, allocate_from_pool,
-// free_async (gpu_backend.hpp).
+// Traits used: PoolHandle, create_pool, set_release_threshold, trim_pool,
+// device_memory_bytes, allocate_from_pool, free_async (runtime_traits.md).
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
+#include <string>
+
+#include "base/error.hpp"
 
 #include "gpu/capture_mode.hpp"
 
@@ -40,12 +55,45 @@ public:
     StreamOrderedPool(const StreamOrderedPool&) = delete;
     StreamOrderedPool& operator=(const StreamOrderedPool&) = delete;
 
-    /// `bytes` (> 0) of device memory usable in `stream`'s order. Throws
-    /// OutOfMemory / Error.
+    /// The default release threshold: at most this much...
+    static constexpr uint64_t default_release_threshold_limit = uint64_t(256) << 20;
+    /// ...and at most this fraction of the device (1/16).
+    static constexpr uint64_t default_release_threshold_fraction = 16;
+
+    /// `bytes` (> 0) of device memory usable in `stream`'s order. When it
+    /// does not fit, the pool's cached memory goes back and the allocation
+    /// is tried once more. Throws OutOfMemory / Error.
     void* allocate(size_t bytes, StreamHandle stream) {
         const auto pool = handle();
         RelaxedCaptureMode<Runtime> relaxed;
-        return Runtime::allocate_from_pool(bytes, pool, stream);
+        try {
+            return Runtime::allocate_from_pool(bytes, pool, stream);
+        } catch (const OutOfMemory&) {
+            Runtime::trim_pool(pool);
+        }
+        try {
+            return Runtime::allocate_from_pool(bytes, pool, stream);
+        } catch (const OutOfMemory& error) {
+            throw OutOfMemory(std::string(error.what()) +
+                              " (after giving the memory mtsarray kept cached on the device back)");
+        }
+    }
+
+    /// The memory the pool keeps cached across synchronisations (the
+    /// device is current).
+    uint64_t release_threshold() {
+        (void)handle();
+        return threshold_.load();
+    }
+
+    /// Sets the release threshold (the device is current); memory kept
+    /// beyond it goes back at the next synchronisation.
+    void set_release_threshold(uint64_t bytes) {
+        const auto pool = handle();
+        std::lock_guard<std::mutex> lock(threshold_mutex_);
+        RelaxedCaptureMode<Runtime> relaxed;
+        Runtime::set_release_threshold(pool, bytes);
+        threshold_.store(bytes);
     }
 
     /// Frees `data` once the work queued on `stream` so far is done;
@@ -81,7 +129,12 @@ private:
     typename Runtime::PoolHandle handle() {
         std::call_once(created_, [&] {
             RelaxedCaptureMode<Runtime> relaxed;
+            const uint64_t threshold =
+                std::min<uint64_t>(default_release_threshold_limit,
+                                   Runtime::device_memory_bytes(device_) / default_release_threshold_fraction);
             pool_ = Runtime::create_pool(device_);
+            Runtime::set_release_threshold(pool_, threshold);
+            threshold_.store(threshold);
         });
         return pool_;
     }
@@ -89,6 +142,8 @@ private:
     int device_;
     std::once_flag created_;
     typename Runtime::PoolHandle pool_{};
+    std::mutex threshold_mutex_;  // one setter at a time: the pool's attribute and threshold_ agree
+    std::atomic<uint64_t> threshold_{0};
     std::mutex zero_size_mutex_;
     void* zero_size_ = nullptr;
 };

@@ -31,6 +31,11 @@ struct HipErrors {
     /// hipErrorDeinitialized: the runtime has been torn down (the process is
     /// exiting): it releases everything itself, there is nothing to report.
     static bool is_silent(Status status) noexcept { return status == hipErrorDeinitialized; }
+    /// A fault in a kernel, after which every call fails (cuda_error.hpp).
+    static bool is_sticky(Status status) noexcept {
+        return status == hipErrorIllegalAddress || status == hipErrorLaunchTimeOut || status == hipErrorAssert ||
+               status == hipErrorLaunchFailure;
+    }
 };
 
 /// "hipErrorNoDevice" (ROCm 5 has no separate description).

@@ -153,9 +153,8 @@ struct HipRuntime {
 
     // ---- memory -----------------------------------------------------------
 
-    /// A stream-ordered pool of `device` that keeps the memory freed into it
-    /// (release threshold: everything) instead of giving it back at each
-    /// synchronisation. (ROCm 5.2 marks these calls beta.)
+    /// A stream-ordered pool of `device` (its release threshold is set by
+    /// set_release_threshold). (ROCm 5.2 marks these calls beta.)
     static PoolHandle create_pool(int device) {
         hipMemPoolProps properties = {};
         properties.allocType = hipMemAllocationTypePinned;
@@ -164,14 +163,23 @@ struct HipRuntime {
         properties.location.id = device;
         PoolHandle pool = nullptr;
         MTSARRAY_HIP_CHECK(hipMemPoolCreate(&pool, &properties));
-        uint64_t keep_everything = UINT64_MAX;
-        MTSARRAY_HIP_CHECK(hipMemPoolSetAttribute(pool, hipMemPoolAttrReleaseThreshold, &keep_everything));
         // no dependency the program did not ask for (see cuda_runtime.hpp)
         int no = 0;
         MTSARRAY_HIP_CHECK(hipMemPoolSetAttribute(pool, hipMemPoolReuseAllowInternalDependencies, &no));
         return pool;
     }
+    /// See cuda_runtime.hpp (hipMemPoolAttrReleaseThreshold).
+    static void set_release_threshold(PoolHandle pool, uint64_t bytes) {
+        MTSARRAY_HIP_CHECK(hipMemPoolSetAttribute(pool, hipMemPoolAttrReleaseThreshold, &bytes));
+    }
     static void trim_pool(PoolHandle pool) noexcept { MTSARRAY_HIP_CHECK_NOTHROW(hipMemPoolTrimTo(pool, 0)); }
+    /// The size of the current device's memory.
+    static size_t device_memory_bytes(int /*device: current*/) {
+        size_t free = 0;
+        size_t total = 0;
+        MTSARRAY_HIP_CHECK(hipMemGetInfo(&free, &total));
+        return total;
+    }
     static void* allocate_from_pool(size_t bytes, PoolHandle pool, StreamHandle stream) {
         void* data = nullptr;
         gpu::check_allocation<HipErrors>(hipMallocFromPoolAsync(&data, bytes, pool, stream),
@@ -212,6 +220,12 @@ struct HipRuntime {
     static constexpr bool has_user_objects = false;
     static void retain_with_graph(StreamHandle, void (*)(void*), void*) {
         throw Error("HIP graphs can not own memory in this version (no hipUserObjectCreate)");
+    }
+
+    /// Queues `function(data)` on `stream` (hipLaunchHostFunc); see
+    /// cuda_runtime.hpp. The function must make no HIP call.
+    static void launch_host_function(StreamHandle stream, void (*function)(void*), void* data) {
+        MTSARRAY_HIP_CHECK(hipLaunchHostFunc(stream, function, data));
     }
 
     // ---- copies -----------------------------------------------------------
@@ -255,9 +269,14 @@ struct HipRuntime {
     }
     /// Whether the work before the event's last record is done (true for an
     /// event never recorded); never blocks.
+    /// A not-ready answer is not left as the thread's last error (ROCm may
+    /// keep it there until read; see runtime_error.hpp, forget_last_error).
     static bool event_done(EventHandle event) {
         const hipError_t status = hipEventQuery(event);
         if (status == hipErrorNotReady) {
+            if (hipPeekAtLastError() == hipErrorNotReady) {
+                (void)hipGetLastError();
+            }
             return false;
         }
         MTSARRAY_HIP_CHECK(status);

@@ -4,6 +4,7 @@
 // output is written. Also the size checks that keep shapes and allocations
 // consistent.
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -389,6 +390,91 @@ INSTANTIATE_TEST_SUITE_P(WithAndWithoutAMessage, FailingForeignCallbacks,
                              return std::string(info.param == FailureMessage::set ? "WithAMessage"
                                                                                   : "WithoutAMessage");
                          });
+
+// ---- an export that fails and still hands a tensor out ------------------------------
+
+namespace {
+
+/// Tensors handed out by the failing exports below, and deleters called.
+std::atomic<int> handed_out{0};
+std::atomic<int> deleted{0};
+
+/// A foreign array ([2, 3] float64, metatensor's SimpleDataArray) whose
+/// as_dlpack hands a tensor out, then reports a failure: the rule is that
+/// whoever asked releases it all the same.
+mts_array_t exporting_and_failing_array() {
+    auto array = metatensor::DataArrayBase::to_mts_array(
+                     std::make_unique<metatensor::SimpleDataArray<double>>(std::vector<uintptr_t>{2, 3}))
+                     .release();
+    array.as_dlpack = [](void*, DLManagedTensorVersioned** tensor, DLDevice, const int64_t*, DLPackVersion) {
+        static double data[6] = {};
+        static int64_t shape[2] = {2, 3};
+        auto* managed = new DLManagedTensorVersioned{};
+        managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+        managed->dl_tensor.data = data;
+        managed->dl_tensor.device = DLDevice{kDLCPU, 0};
+        managed->dl_tensor.ndim = 2;
+        managed->dl_tensor.dtype = float64();
+        managed->dl_tensor.shape = shape;
+        managed->deleter = [](DLManagedTensorVersioned* self) {
+            deleted++;
+            delete self;
+        };
+        *tensor = managed;
+        handed_out++;
+        mts_set_last_error("the export failed half way", "foreign-library", nullptr, nullptr);
+        return MTS_CALLBACK_ERROR;
+    };
+    return array;
+}
+
+}  // namespace
+
+// Every call that reads a foreign array through its export -- copy_into, a
+// plan's creation and execution, tensormap_to, create's fill value --
+// releases a tensor that a failing export handed out anyway: as many
+// deleters called as tensors handed out, and the export's own message.
+TEST(FailingExports, ATensorHandedOutByAFailingExportIsReleased) {
+    handed_out = 0;
+    deleted = 0;
+    mts_array_t failing = exporting_and_failing_array();
+    auto destination = mtsarray::Array::full<double>(DLDevice{kDLCPU, 0}, {2, 3}, 4.0);
+    EXPECT_TRUE(has_error(mtsarray_copy_into(&destination.get(), &failing), {"the export failed half way"}));
+
+    const mts_data_movement_t movement = {0, 1, 0, 0, 3};
+    mtsarray_move_plan_t* plan = nullptr;
+    EXPECT_TRUE(has_error(mtsarray_move_plan_create(&destination.get(), &failing, &movement, 1, &plan),
+                          {"the export failed half way"}));
+    auto input = mtsarray::Array::zeros(DLDevice{kDLCPU, 0}, float64(), {2, 3});
+    ASSERT_EQ(mtsarray_move_plan_create(&destination.get(), &input.get(), &movement, 1, &plan), MTS_SUCCESS)
+        << last_error();
+    EXPECT_TRUE(has_error(mtsarray_move_plan_execute(plan, &destination.get(), &failing),
+                          {"the export failed half way"}));
+    mtsarray_move_plan_free(plan);
+
+    mts_tensormap_t* tensor = tensormap_of(exporting_and_failing_array());
+    ASSERT_NE(tensor, nullptr);
+    mts_tensormap_t* moved = nullptr;
+    EXPECT_TRUE(has_error(mtsarray_tensormap_to(tensor, DLDevice{kDLCPU, 0}, -1, &moved),
+                          {"the export failed half way"}));
+    mts_tensormap_free(tensor);
+
+    const uintptr_t shape[] = {4};
+    mts_array_t created = {};
+    const mts_array_t& raw = destination.get();
+    mts_array_t scalar = exporting_and_failing_array();
+    scalar.shape = [](const void*, const uintptr_t** shape, uintptr_t* count) {
+        *shape = nullptr;
+        *count = 0;
+        return MTS_SUCCESS;
+    };
+    EXPECT_EQ(raw.create(raw.ptr, shape, 1, scalar, &created), MTS_CALLBACK_ERROR);
+
+    failing.destroy(failing.ptr);
+    EXPECT_EQ(handed_out.load(), 5);
+    EXPECT_EQ(deleted.load(), handed_out.load()) << "tensors handed out by failing exports leaked";
+    EXPECT_EQ(from_bytes<double>(read_bytes(destination)), std::vector<double>(6, 4.0));
+}
 
 // ---- sizes -------------------------------------------------------------------------
 

@@ -140,3 +140,29 @@ TEST(HandleRegistry, AHandleIsFoundOnlyAsItsOwnKind) {
     EXPECT_EQ(live_handle_count(HandleKind::move_plan), plans_before);
     EXPECT_EQ(unregister_array(array_handle), fake_array(3));
 }
+
+TEST(HandleRegistry, AStaleHandleUnregistersNothingOnceItsSlotHoldsAnother) {
+    // the slot of a destroyed handle goes, thousands of frees later, to a new
+    // object: the old handle (an earlier generation of that slot) must not
+    // unregister it
+    const auto slot_of = [](const void* handle) { return reinterpret_cast<uintptr_t>(handle) & ((uintptr_t(1) << 28) - 1); };
+    void* stale = register_array(fake_array(1));
+    ASSERT_EQ(unregister_array(stale), fake_array(1));
+    void* reused = nullptr;
+    for (uintptr_t i = 0; i < 1000000 && reused == nullptr; i++) {
+        void* handle = register_array(fake_array(i + 2));
+        if (slot_of(handle) == slot_of(stale)) {
+            reused = handle;
+        } else {
+            ASSERT_EQ(unregister_array(handle), fake_array(i + 2));
+        }
+    }
+    ASSERT_NE(reused, nullptr) << "the slot never came back";
+    ASSERT_NE(reused, stale) << "the new handle must differ from the stale one (its generation)";
+    const Array* owner = find_array(reused);
+    EXPECT_EQ(unregister_array(stale), nullptr) << "a stale handle unregistered the slot's new object";
+    EXPECT_EQ(unregister_handle(stale, HandleKind::array), nullptr);
+    EXPECT_EQ(find_array(reused), owner) << "the new object is no longer found";
+    EXPECT_EQ(unregister_array(reused), owner);
+    EXPECT_EQ(find_array(reused), nullptr);
+}

@@ -329,3 +329,96 @@ TEST(CopyMovements, CopiesAndReachesLikeAPlainLoopOnEveryThreadCount) {
     }
     cpu::set_thread_count(static_cast<int64_t>(previous));
 }
+
+// ---- movements sharing their ranges --------------------------------------------------
+
+namespace {
+
+/// move_data's result computed element by element: for every movement, every
+/// component row and every property of its range.
+std::vector<double> reference_move(const std::vector<double>& output, const std::vector<double>& input,
+                                   size_t components, size_t properties_out, size_t properties_in,
+                                   const std::vector<mts_data_movement_t>& movements) {
+    std::vector<double> result = output;
+    for (const auto& m : movements) {
+        for (size_t c = 0; c < components; c++) {
+            for (size_t x = 0; x < m.properties_length; x++) {
+                result[(m.sample_out * components + c) * properties_out + m.properties_start_out + x] =
+                    input[(m.sample_in * components + c) * properties_in + m.properties_start_in + x];
+            }
+        }
+    }
+    return result;
+}
+
+}  // namespace
+
+// Movements that share their ranges, with consecutive inputs whose outputs
+// jump: they are merged into runs only where both sides are consecutive.
+// Checked against the element-by-element reference, for lists longer than
+// the short ones copied movement by movement, on one thread and several.
+TEST(SharedRanges, MergeOnlyWhereInputsAndOutputsAreBothConsecutive) {
+    std::mt19937_64 rng(40);
+    struct Case {
+        std::vector<mts_data_movement_t> movements;
+        size_t components;
+    };
+    std::vector<Case> cases;
+    {
+        std::vector<mts_data_movement_t> jumps;  // {i, i + i/2}: outputs jump every other movement
+        for (uintptr_t i = 0; i < 64; i++) {
+            jumps.push_back({i, i + i / 2, 0, 0, 4});
+        }
+        cases.push_back({jumps, 1});
+        cases.push_back({jumps, 3});
+    }
+    for (int trial = 0; trial < 40; trial++) {
+        // consecutive inputs, outputs that are consecutive for a while then jump
+        const size_t count = std::uniform_int_distribution<size_t>(17, 300)(rng);
+        const uintptr_t start = std::uniform_int_distribution<uintptr_t>(0, 2)(rng);
+        const uintptr_t length = std::uniform_int_distribution<uintptr_t>(1, 3)(rng);
+        std::vector<mts_data_movement_t> movements;
+        uintptr_t out = std::uniform_int_distribution<uintptr_t>(0, 3)(rng);
+        const uintptr_t start_out = 6 - length - static_cast<uintptr_t>(trial % 2);
+        for (uintptr_t i = 0; i < count; i++) {
+            movements.push_back({i, out, start, start_out, length});
+            const bool jump = std::uniform_int_distribution<int>(0, 3)(rng) == 0;
+            out += jump ? 1 + std::uniform_int_distribution<uintptr_t>(1, 4)(rng) : 1;
+        }
+        cases.push_back({movements, std::uniform_int_distribution<size_t>(1, 2)(rng)});
+    }
+    const size_t previous = cpu::thread_count();
+    for (size_t threads : {size_t(1), size_t(4)}) {
+        cpu::set_thread_count(static_cast<int64_t>(threads));
+        for (size_t k = 0; k < cases.size(); k++) {
+            const auto& movements = cases[k].movements;
+            const size_t components = cases[k].components;
+            const size_t properties = 6;
+            uintptr_t samples_in = 0;
+            uintptr_t samples_out = 0;
+            for (const auto& m : movements) {
+                samples_in = std::max(samples_in, m.sample_in + 1);
+                samples_out = std::max(samples_out, m.sample_out + 1);
+            }
+            std::vector<double> input(samples_in * components * properties);
+            std::vector<double> output(samples_out * components * properties);
+            for (auto& value : input) {
+                value = std::uniform_real_distribution<double>(-1.0, 1.0)(rng);
+            }
+            for (auto& value : output) {
+                value = std::uniform_real_distribution<double>(2.0, 3.0)(rng);
+            }
+            const auto expected = reference_move(output, input, components, properties, properties, movements);
+            const auto shape = [&](uintptr_t samples) {
+                return components == 1 ? std::vector<uintptr_t>{samples, properties}
+                                       : std::vector<uintptr_t>{samples, components, properties};
+            };
+            const MovePlan plan(mtsarray::detail::Shape(shape(samples_out)), mtsarray::detail::Shape(shape(samples_in)),
+                                sizeof(double), movements.data(), movements.size());
+            cpu::move_data(output.data(), input.data(), plan);
+            ASSERT_EQ(output, expected) << "case " << k << " (" << movements.size() << " movements, " << components
+                                        << " components), " << threads << " threads";
+        }
+    }
+    cpu::set_thread_count(static_cast<int64_t>(previous));
+}

@@ -27,6 +27,7 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -62,6 +63,17 @@ private:
 /// thread lives as long as the program).
 const mtsarray::detail::Backend& new_backend() {
     return *new mtsarray::detail::gpu::GpuBackend<SimulatedRuntime>(&mtsarray::detail::cpu::pool_host_tasks());
+}
+
+/// Waits until the deferred-work thread of `backend` (one of new_backend's)
+/// has nothing left to do: the page-locked buffers it adds to the staging
+/// pool in the background are there, and will not wait for a stream the
+/// test holds next.
+void settle(const mtsarray::detail::Backend& backend) {
+    const auto& gpu = static_cast<const mtsarray::detail::gpu::GpuBackend<SimulatedRuntime>&>(backend);
+    for (int i = 0; i < 5000 && !gpu.deferred_work_settled(); i++) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
 }
 
 /// What the simulation saw go wrong, for the test's message.
@@ -192,6 +204,7 @@ TEST(PageableCopies, NoHostToDeviceCopyWaitsForTheDestinationStream) {
         movements[i] = {(i * 7919) % rows, i, i % 2, 1 - i % 2, 1};
     }
     backend.synchronize(stream);
+    settle(backend);  // the pool's background growth is done before the hold
 
     sim::clear_violations();
     auto hold = sim::hold(number, 0);
@@ -226,6 +239,56 @@ TEST(PageableCopies, NoHostToDeviceCopyWaitsForTheDestinationStream) {
     }
     sim::drain();
     EXPECT_TRUE(sim::violations().empty()) << violations_text();
+    sim::destroy_stream(number);
+}
+
+// Small copies from pageable memory while the staging pool has no buffer
+// free (cold: a backend of its own) and the destination's stream is held:
+// 12 copies of 200 KiB, more than the driver's staging space (1 MiB in the
+// simulation), where a copy that does not fit waits on the host for the
+// oldest pending ones -- which must not be behind the held stream. The
+// sources are reused at once; everything arrives once the stream runs.
+TEST(PageableCopies, SmallCopiesThroughAColdPoolNeverWaitForTheDestinationStream) {
+    if (!sim::in_use()) {
+        GTEST_SKIP() << "the simulated runtime does not serve kDLCUDA in this process";
+    }
+    // long enough for the pool's background page-locking to wait for the
+    // held stream without a violation; a copy waiting for it would time out
+    const auto previous = sim::set_host_wait_timeout(std::chrono::milliseconds(1000));
+    const auto& backend = new_backend();
+    const int64_t number = sim::create_stream(0);
+    const Stream stream = Stream::parse(gpu0, number);
+    constexpr size_t copies = 12;
+    constexpr size_t bytes = size_t(200) << 10;
+    std::vector<void*> destinations;
+    for (size_t i = 0; i < copies; i++) {
+        destinations.push_back(backend.allocate(stream, bytes));
+    }
+    backend.synchronize(stream);
+
+    sim::clear_violations();
+    auto hold = sim::hold(number, 0);
+    std::vector<unsigned char> source(bytes);
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < copies; i++) {
+        std::fill(source.begin(), source.end(), static_cast<unsigned char>(i + 1));  // reused at once
+        backend.copy_from_host(stream, destinations[i], source.data(), bytes);
+    }
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    EXPECT_FALSE(hold.is_open());
+    hold.open();
+    EXPECT_LT(elapsed, std::chrono::milliseconds(500)) << "the copies waited for the held stream";
+    for (size_t i = 0; i < copies; i++) {
+        std::vector<unsigned char> read(bytes);
+        backend.copy_to_host(stream, read.data(), destinations[i], bytes);
+        backend.synchronize(stream);
+        EXPECT_EQ(read, std::vector<unsigned char>(bytes, static_cast<unsigned char>(i + 1))) << "copy " << i;
+        backend.deallocate(stream, destinations[i], bytes);
+    }
+    sim::drain();
+    EXPECT_TRUE(sim::violations().empty()) << "a host -> device copy waited for the held stream:" << violations_text();
+    sim::clear_violations();
+    sim::set_host_wait_timeout(previous);
     sim::destroy_stream(number);
 }
 

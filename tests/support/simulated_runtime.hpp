@@ -9,110 +9,18 @@
 // present (simulated_gpu_in_use()); the tests name its devices sim0, sim1.
 //
 // The simulation behaves like CUDA where mtsarray's correctness depends on
-// it. Each rule, with the section of the CUDA documentation it follows
-// (Programming Guide = CUDA C++ Programming Guide; Runtime API = CUDA Runtime
-// API reference):
-//
-// Streams (Programming Guide, "Asynchronous Concurrent Execution > Streams").
-//   Every stream is a queue run in order by its own worker thread; the calls
-//   that queue work return at once. Before each item the worker sleeps a
-//   random time drawn from a generator seeded by the process's seed
-//   (MTSARRAY_SIM_SEED, printed when a test fails), so that two streams that
-//   are not ordered by an event run in varying orders and a missing wait
-//   gives wrong values, not luck.
-// Default streams (Runtime API, "Stream synchronization behavior").
-//   Stream handle 1 (cudaStreamLegacy, DLPack 1) is the legacy default stream
-//   of the current device: an item queued there waits for all work queued
-//   before it on every blocking stream of the device, and an item queued on
-//   a blocking stream waits for all work queued before it on the legacy
-//   stream. Streams from create_stream(device, /*blocking=*/false) are
-//   non-blocking (cudaStreamNonBlocking) and take no part in this.
-//   Handle 2 (cudaStreamPerThread, DLPack 2) is resolved at every call to the
-//   calling thread's per-thread default stream of the current device: two
-//   threads naming 2 get two different streams. Per-thread streams are
-//   blocking streams ("Per-thread default stream").
-// Events (Programming Guide "Events"; Runtime API "Event Management",
-//   cudaStreamWaitEvent in "Stream Management").
-//   record captures the work queued on the stream so far; query never
-//   blocks (an event never recorded is complete); synchronize blocks the
-//   host; a stream wait makes later work of the waiting stream wait for the
-//   recorded work, across devices too. An event is recorded on a stream of
-//   its own device (cudaErrorInvalidResourceHandle otherwise).
-// Memory (Runtime API "Memory Management"; Programming Guide "Stream Ordered
-//   Memory Allocator").
-//   Device, page-locked and managed allocations are host memory that the CPU
-//   backend never hands out, 256-byte aligned and filled with 0xDD. Freed
-//   memory is poisoned and kept in quarantine (up to 256 MiB), never reused:
-//   every queued copy, memset and kernel checks, when it runs, that the
-//   memory it touches is still allocated and belongs to the stream's device
-//   (peer copies excepted); a use of freed memory is a violation
-//   (violations()), and a kernel that would touch freed memory does not
-//   run (on a GPU it reads garbage or faults; on the host, the poisoned
-//   values would send it anywhere and crash the test). free_async is stream ordered: the memory is freed when
-//   the free's turn comes on its stream. Copies from page-locked memory read
-//   it when they run; from pageable memory, the bytes are taken at the call,
-//   and a copy of more than 1 MiB from pageable memory returns only once
-//   its stream has reached it and it is done: a host wait for the stream.
-//   A copy to pageable host memory returns only when it is done (Runtime API
-//   "API synchronization behavior"): a host wait.
-// Kernels (Programming Guide "Lazy Loading", "Thread Hierarchy").
-//   A kernel is loaded on a device by load_kernel or, failing that, by its
-//   first launch there; each load waits on the host for every stream of the
-//   device, and a load by a launch is also a violation (mtsarray loads its
-//   kernels when it sets a device up). Thread blocks run in a random order.
-// Stream ownership (Runtime API cudaStreamDestroy).
-//   A stream destroyed by its owner (destroy_stream) may not be named
-//   again: any call on it is a violation, and fails the running test.
-// Implicit synchronisation (Programming Guide "Implicit Synchronization";
-//   Runtime API "API synchronization behavior").
-//   Page-locked and managed allocation and free, and the non-async free,
-//   wait for every stream of the current device. These, and
-//   stream/event/device synchronisation, are host waits: counted
-//   (host_waits(), per calling thread), and one that meets a held stream
-//   fails after a time-out (MTSARRAY_SIM_HOST_WAIT_MS, default 5000) with a
-//   violation instead of hanging the test.
-// Graph capture (Programming Guide "CUDA Graphs > Creating a Graph Using
-//   Stream Capture", "Cross-stream Dependencies and Events", "Prohibited and
-//   Unhandled Operations", "Invalidation"; Runtime API cudaStreamBeginCapture
-//   and cudaThreadExchangeStreamCaptureMode).
-//   begin_capture(stream, mode) makes the stream record what is queued on it
-//   instead of running it; end_capture returns the recorded work (or fails
-//   with cudaErrorStreamCaptureInvalidated), launch replays it. A stream
-//   waiting on an event recorded in a capture joins it. Capture modes: a
-//   potentially unsafe call (host synchronisation of a stream, an event or
-//   the device, event query, page-locked and managed allocation and free,
-//   the non-async free) made by a thread whose own interaction mode
-//   (exchange_capture_mode, default Global) is not Relaxed, while that
-//   thread has a capture begun in Global or ThreadLocal mode, or — in Global
-//   mode — while any other thread has a capture begun in Global mode, fails
-//   with cudaErrorStreamCaptureUnsupported and invalidates those captures.
-//   Pool creation and trimming, and stream-ordered allocation and free on a
-//   stream that is not capturing, are potentially unsafe calls too.
-//   Synchronising or querying a capturing stream or an event recorded in a
-//   capture does the same to that capture. Queuing work on the legacy stream
-//   while a blocking stream of its device captures fails with
-//   cudaErrorStreamCaptureImplicit and invalidates the capture. A copy
-//   between pageable host memory and the device on a capturing stream fails
-//   with cudaErrorStreamCaptureUnsupported and invalidates the capture: the
-//   driver stages pageable memory when the copy is called (Runtime API "API
-//   synchronization behavior"), so a graph node would read the pageable
-//   memory again at every replay, when its owner may have reused it. (Real
-//   CUDA may record such a node; mtsarray must never make one, so the
-//   simulation is the stricter.)
-// Process teardown (Runtime API, "Data types used by CUDA Runtime":
-//   cudaErrorCudartUnloading, a call "being called during process shut down,
-//   at a point in time after CUDA driver has been unloaded").
-//   The runtime's exit handler is registered when the simulation is first
-//   used, so it runs after the exit handlers of the code that used it first;
-//   from then on every runtime call fails with cudaErrorCudartUnloading
-//   (unload_runtime() does the same at once). A thread that outlives the
-//   exit handlers, like mtsarray's deferred-work thread, meets it.
-// Devices (Programming Guide "Multi-Device System"; Runtime API cudaSetDevice).
-//   Two devices, or one (MTSARRAY_SIM_DEVICES=1, as on a machine with a
-//   single GPU); the current device is per thread (0 until set). Setting a
-//   device creates its context, as cudaSetDevice does since CUDA 12, and so
-//   does any call that works on a device; contexts() tells which devices got
-//   one. Kernels and memsets run on streams of the current device.
+// it. Each rule is written beside the section of the CUDA (or ROCm)
+// documentation it follows, in the file of its concern
+// (tests/support/simulation/):
+//   streams.cpp  streams, default streams, events, synchronisation and host
+//                waits, stream ownership;
+//   capture.cpp  graph capture, capture modes, what may be captured;
+//   memory.cpp   allocations, freed memory, pools, copies;
+//   faults.cpp   the error vocabulary, each thread's last error, the
+//                runtime's teardown at exit;
+//   devices.cpp  devices and contexts, kernel loading, and the installation
+//                of the simulation as the CUDA backend of test programs.
+// state.hpp holds the state they share.
 
 #include <atomic>
 #include <chrono>
@@ -122,6 +30,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -152,8 +61,10 @@ enum class Status {
     capture_invalidated,
     capture_implicit,
     capture_isolation,
+    captured_event,
     host_wait_timeout,
     runtime_unloading,
+    illegal_address,
 };
 
 enum class CaptureMode { global, thread_local_mode, relaxed };
@@ -203,6 +114,11 @@ void enqueue(int64_t stream, int device, std::function<void()> work);
 /// into host memory: checked, like every queued copy, when it runs.
 void enqueue_read(int64_t stream, int device, void* destination, const void* source, size_t bytes);
 
+/// Runs `work` on a new thread whose std::thread::id is `id` (an exited
+/// thread's: ids are reused, streams.cpp), trying up to 1000 threads;
+/// returns whether one had that id (then `work` ran on it).
+bool run_on_a_thread_with_id(std::thread::id id, const std::function<void()>& work);
+
 /// Host waits made by the calling thread so far.
 size_t host_waits();
 /// Uses of freed memory, host waits that timed out, ..., in words.
@@ -220,6 +136,43 @@ size_t allocated_bytes();
 size_t pinned_allocations();
 size_t pinned_frees();
 
+/// The size of `device`'s memory (80 GiB until set); returns the previous
+/// one. Pools, cudaMalloc and foreign allocators share it (memory.cpp).
+size_t set_device_memory(int device, size_t bytes);
+/// Device memory of `device` held now: by pools (in use and cached), by
+/// cudaMalloc and by foreign allocators.
+size_t device_memory_used(int device);
+
+/// Another library's caching allocator of one device, as PyTorch's is in a
+/// training loop: it takes device memory from the device's size, keeps
+/// what is freed to it for reuse, and gives its cache back only when an
+/// allocation does not fit (then tries once more) or when asked
+/// (empty_cache, PyTorch's torch.cuda.empty_cache). Thread-safe.
+class ForeignCachingAllocator {
+public:
+    explicit ForeignCachingAllocator(int device);
+    /// Gives everything back (what is still in use too).
+    ~ForeignCachingAllocator();
+    ForeignCachingAllocator(const ForeignCachingAllocator&) = delete;
+    ForeignCachingAllocator& operator=(const ForeignCachingAllocator&) = delete;
+
+    /// `bytes` of device memory, or nullptr when the device has no room
+    /// even after the cache was given back.
+    void* allocate(size_t bytes);
+    /// Keeps the block of `data` for reuse.
+    void free(void* data);
+    /// Gives the cached blocks back to the device.
+    void empty_cache();
+    /// Device memory held: in use and cached.
+    size_t reserved() const;
+    int device() const { return device_; }
+
+private:
+    struct State;
+    int device_;
+    std::unique_ptr<State> state_;
+};
+
 /// Host -> device copies queued so far (cudaMemcpyAsync from host memory),
 /// and device allocations made (stream-ordered or not), in the process.
 size_t host_to_device_copies();
@@ -228,7 +181,7 @@ size_t device_allocations();
 void begin_capture(int64_t stream, int device, CaptureMode mode = CaptureMode::global);
 
 /// What a captured node does, for the tests that count them.
-enum class NodeKind { kernel, copy, memset, free, other };
+enum class NodeKind { kernel, copy, memset, free, host, other };
 struct GraphNode {
     NodeKind kind;
     std::function<void()> work;  // empty for event nodes
@@ -281,6 +234,21 @@ void reload_runtime();
 /// Runtime calls refused since the process started because the runtime was
 /// unloaded.
 size_t calls_after_unload();
+
+/// A sticky fault of `device` (an illegal address in some kernel, by
+/// default): from now on every runtime call there fails with it, the work
+/// queued there is dropped, and host waits for it return it (faults.cpp).
+/// clear_fault() forgets it, as a new process would (mtsarray's record of
+/// it included).
+void inject_fault(int device, Status status = Status::illegal_address);
+void clear_fault();
+
+/// Whose error rules the simulation follows where CUDA and ROCm differ
+/// (faults.cpp): MTSARRAY_SIM_FLAVOUR=hip, or set_flavour; returns the
+/// previous one.
+enum class Flavour { cuda, hip };
+Flavour set_flavour(Flavour flavour);
+Flavour flavour();
 /// Sets how long a host wait meets a held stream before it fails with a
 /// violation (MTSARRAY_SIM_HOST_WAIT_MS); returns the previous value.
 std::chrono::milliseconds set_host_wait_timeout(std::chrono::milliseconds timeout);
@@ -304,6 +272,7 @@ struct SimulatedErrors {
     static const char* description(Status status) noexcept;
     static Status last_error() noexcept;
     static bool is_silent(Status status) noexcept { return status == Status::runtime_unloading; }
+    static bool is_sticky(Status status) noexcept { return status == Status::illegal_address; }
 };
 
 /// The traits of src/gpu/gpu_backend.hpp (see there for what each does).
@@ -345,7 +314,9 @@ struct SimulatedRuntime {
     static constexpr CaptureMode relaxed_capture_mode = CaptureMode::relaxed;
 
     static PoolHandle create_pool(int device);
+    static void set_release_threshold(PoolHandle pool, uint64_t bytes);
     static void trim_pool(PoolHandle) noexcept;
+    static size_t device_memory_bytes(int device);
     static void* allocate_from_pool(size_t bytes, PoolHandle pool, StreamHandle stream);
     static void free_async(void* data, StreamHandle stream) noexcept;
     static void* allocate_pinned(size_t bytes);
@@ -357,6 +328,7 @@ struct SimulatedRuntime {
 
     static constexpr bool has_user_objects = true;
     static void retain_with_graph(StreamHandle stream, void (*release)(void*), void* object);
+    static void launch_host_function(StreamHandle stream, void (*function)(void*), void* data);
 
     static void copy_device_to_device_async(void* destination, const void* source, size_t bytes,
                                             StreamHandle stream);
