@@ -119,7 +119,23 @@ def test_torch_to_without_torch_says_so():
         mtsarray.tensormap_as(moved_to("cpu"), arrays="torch")
 
 
-TORCH_OPERATIONS = OPERATIONS + [("to(arrays='torch')", lambda t: t.to(arrays="torch"))]
+def _atoms_0_and_1_beside(tensor):
+    """ATOMS_0_AND_1 on the device of the map's labels: metatensor selects
+    only with labels on the same device as the ones selected from."""
+    if isinstance(tensor.device, str):  # NumPy arrays, on the CPU
+        return ATOMS_0_AND_1
+    return Labels(["atom"], torch.tensor([[0], [1]], dtype=torch.int32, device=tensor.device))
+
+
+# on PyTorch maps, which may be on a GPU: a selection goes where the labels
+# are, and NumPy arrays come from the CPU (metatensor does not move a CUDA
+# tensor to the host on its own, as PyTorch's .numpy() does not)
+ON_TORCH_MAPS = {
+    "slice": lambda t: operations.slice(t, "samples", _atoms_0_and_1_beside(t)),
+    "to(arrays='numpy')": lambda t: t.to(device="cpu").to(arrays="numpy"),
+}
+TORCH_OPERATIONS = [(name, ON_TORCH_MAPS.get(name, operation)) for name, operation in OPERATIONS]
+TORCH_OPERATIONS += [("to(arrays='torch')", lambda t: t.to(arrays="torch"))]
 
 
 def _operations_on_torch(device, name, operation):
