@@ -288,8 +288,11 @@ MTSARRAY_EXPORT mts_status_t mtsarray_data(const mts_array_t* array, void** data
  * mtsarray array, another dtype or shape, a device that can not be used, a
  * source whose export fails.
  *
- * Graph capture: not supported in this version: make the copy outside a
- * capture (move_data and movement plans are the operations that capture).
+ * Graph capture: a copy between device arrays, or from host memory into a
+ * device array, may be captured; a replay copies what the host source holds
+ * then (see "CUDA graphs" above). A copy into host memory waits on the host,
+ * and a copy between two views of one buffer needs a snapshot: both are
+ * refused while the destination's stream captures.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_copy_into(const mts_array_t* destination, const mts_array_t* source);
 

@@ -28,6 +28,7 @@
 #include "cpu/threads/pool_host_tasks.hpp"
 #include "gpu/gpu_backend.hpp"
 #include "support/backends.hpp"
+#include "support/simulated_device_test.hpp"
 #include "support/simulated_runtime.hpp"
 
 using namespace mtsarray_test;
@@ -37,27 +38,17 @@ namespace {
 
 constexpr DLDevice gpu0 = {kDLCUDA, 0};
 
-std::string lines(const std::vector<std::string>& texts) {
-    std::string text;
-    for (const auto& line : texts) {
-        text += "\n  " + line;
-    }
-    return text;
-}
-
-class CapturedHostCopies : public ::testing::Test {
+class CapturedHostCopies : public SimulatedDeviceTest {
 protected:
     void SetUp() override {
-        ASSERT_TRUE(sim::in_use()) << "run with MTSARRAY_TEST_GPU=simulated";
-        sim::drain();
-        sim::clear_violations();
+        SimulatedDeviceTest::SetUp();
         stream_ = sim::create_stream(0);
     }
     void TearDown() override {
-        sim::drain();
-        EXPECT_TRUE(sim::violations().empty()) << lines(sim::violations());
-        sim::clear_violations();
-        sim::destroy_stream(stream_);
+        SimulatedDeviceTest::TearDown();
+        if (stream_ != 0) {
+            sim::destroy_stream(stream_);
+        }
     }
 
     /// A float64 array of `count` zeros on the simulated device, working on

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "support/backends.hpp"
+#include "support/simulated_device_test.hpp"
 #include "support/simulated_runtime.hpp"
 
 using namespace mtsarray_test;
@@ -26,14 +27,6 @@ using namespace mtsarray_test;
 namespace {
 
 constexpr DLDevice gpu0 = {kDLCUDA, 0};
-
-std::string lines(const std::vector<std::string>& texts) {
-    std::string text;
-    for (const auto& line : texts) {
-        text += "\n  " + line;
-    }
-    return text;
-}
 
 /// Time for work wrongly not ordered behind a held stream to run.
 void let_misordered_work_run() { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }
@@ -46,19 +39,8 @@ std::vector<double> iota(size_t count, double first) {
     return values;
 }
 
-class ThreadReuse : public ::testing::Test {
+class ThreadReuse : public SimulatedDeviceTest {
 protected:
-    void SetUp() override {
-        ASSERT_TRUE(sim::in_use()) << "run with MTSARRAY_TEST_GPU=simulated";
-        sim::drain();
-        sim::clear_violations();
-    }
-    void TearDown() override {
-        sim::drain();
-        EXPECT_TRUE(sim::violations().empty()) << lines(sim::violations());
-        sim::clear_violations();
-    }
-
     /// The plan test's arrays and executions, on the user's stream `user`.
     void executions_on_two_threads_of_one_id(int64_t user);
 };
