@@ -76,8 +76,8 @@
  * includes it: a real code queues its next kernel on the stream instead.
  * With NCCL the same pattern needs no host wait at all: ncclSend/ncclRecv
  * take the data pointers and the array's stream (mtsarray_get_stream) and
- * are ordered on it like move_data (see the README, "Across ranks and
- * nodes").
+ * are ordered on it like move_data (docs/guides/mpi.md, "NCCL and
+ * RCCL").
  *
  * GPU-aware MPI is detected at run time with MPIX_Query_cuda_support /
  * MPIX_Query_rocm_support (Open MPI, <mpi-ext.h>) or MPIX_GPU_query_support

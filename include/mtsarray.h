@@ -162,7 +162,8 @@ extern "C" {
  *
  * Host arrays of 4 MiB or more (from every function that makes one) ask
  * Linux for transparent huge pages; MTSARRAY_HUGE_PAGES=0 turns that off, and
- * any value other than 0 or 1 makes their allocation fail (README.md).
+ * any value other than 0 or 1 makes their allocation fail
+ * (docs/guides/host-threads.md).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_zeros(DLDevice device, DLDataType dtype,
                                             const uintptr_t* shape, uintptr_t shape_count,

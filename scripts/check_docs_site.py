@@ -14,6 +14,13 @@
         the pages that scripts/docs.sh rendered with Chromium show their
         content: the HTML has the headings the page must have, and the PNG is
         not blank (more than one colour, and text where the page's content is).
+    check_docs_site.py readme MARKDOWN...
+        the front pages of the repository (README.md, python/README.md): every
+        relative link leads to a file or folder of the repository, and every
+        code block announced by `<!-- snippet: PATH -->` is a copy of PATH, a
+        file CI compiles or runs: its lines, indentation and blank lines aside,
+        are consecutive lines of PATH (whose literalinclude markers, such as
+        `/* [step 2] */`, are not code).
 
 Each prints what it checked, and every problem it finds; exits 1 if any.
 """
@@ -266,10 +273,68 @@ def check_pages(site, screenshots):
     return problems
 
 
+# ---- the README files ---------------------------------------------------------
+
+REPOSITORY = pathlib.Path(__file__).resolve().parents[1]
+SNIPPET = re.compile(r"^<!-- snippet: (\S+) -->$")
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+INCLUDE_MARKER = re.compile(r"^(/\* \[[\w -]+\] \*/|# \[[\w -]+\])$")
+
+
+def code_lines(lines):
+    """The lines that carry code: stripped, without blank lines and include markers."""
+    stripped = (line.strip() for line in lines)
+    return [line for line in stripped if line and not INCLUDE_MARKER.match(line)]
+
+
+def contains_run(lines, run):
+    return any(lines[start:start + len(run)] == run for start in range(len(lines) - len(run) + 1))
+
+
+def check_readme(markdown):
+    problems = []
+    lines = markdown.read_text(encoding="utf-8").splitlines()
+    name = markdown.relative_to(REPOSITORY) if markdown.is_relative_to(REPOSITORY) else markdown
+    in_code = False
+    snippets = 0
+    for number, line in enumerate(lines):
+        if line.startswith("```"):
+            in_code = not in_code
+            continue
+        if in_code:
+            continue
+        for target in MARKDOWN_LINK.findall(line):
+            if re.match(r"^(https?:|mailto:|#)", target):
+                continue
+            if not (markdown.parent / target.split("#")[0]).exists():
+                problems.append(f"{name}:{number + 1}: the link '{target}' leads to no file of the repository")
+        match = SNIPPET.match(line)
+        if match is None:
+            continue
+        snippets += 1
+        source = REPOSITORY / match.group(1)
+        if number + 1 >= len(lines) or not lines[number + 1].startswith("```"):
+            problems.append(f"{name}:{number + 1}: no code block right after the snippet marker")
+            continue
+        if not source.is_file():
+            problems.append(f"{name}:{number + 1}: the snippet's file {match.group(1)} does not exist")
+            continue
+        end = next((i for i in range(number + 2, len(lines)) if lines[i].startswith("```")), len(lines))
+        block = code_lines(lines[number + 2:end])
+        if not block or not contains_run(code_lines(source.read_text(encoding="utf-8").splitlines()), block):
+            problems.append(f"{name}:{number + 1}: the code block is not a copy of {match.group(1)} "
+                            f"(its lines must be consecutive lines of the file)")
+    print(f"readme: {name}: {snippets} snippets and the relative links checked")
+    return problems
+
+
 def main(arguments):
-    if len(arguments) < 2 or arguments[0] not in ("links", "reference", "pages"):
+    if len(arguments) < 2 or arguments[0] not in ("links", "reference", "pages", "readme"):
         print(__doc__)
         return 2
+    if arguments[0] == "readme":
+        problems = [problem for path in arguments[1:] for problem in check_readme(pathlib.Path(path).resolve())]
+        return report(arguments[0], problems)
     site = pathlib.Path(arguments[1]).resolve()
     if arguments[0] == "links":
         problems = check_links(site)
@@ -277,12 +342,16 @@ def main(arguments):
         problems = check_reference(site, pathlib.Path(arguments[2]))
     else:
         problems = check_pages(site, pathlib.Path(arguments[2]))
+    return report(arguments[0], problems)
+
+
+def report(check, problems):
     for problem in problems:
         print(f"  PROBLEM: {problem}")
     if problems:
-        print(f"{arguments[0]}: {len(problems)} problems")
+        print(f"{check}: {len(problems)} problems")
         return 1
-    print(f"{arguments[0]}: ok")
+    print(f"{check}: ok")
     return 0
 
 

@@ -10,7 +10,9 @@
 #   3. every internal link and image of the site leads somewhere, every
 #      documented symbol of the headers and every public Python name (with a
 #      docstring) is on a reference page (scripts/check_docs_site.py);
-#   4. headless Chromium renders the home page, the C API, the Python API and
+#   4. the README files: their relative links lead somewhere, and their code
+#      blocks are copies of the examples CI runs (check_docs_site.py readme);
+#   5. headless Chromium renders the home page, the C API, the Python API and
 #      the streams guide to PNGs in artefacts/docs/, and each must show its
 #      headings and not be blank.
 #
@@ -69,6 +71,7 @@ run_sphinx() {
 check_site() {
     "$VENV_PYTHON" "$REPO_ROOT/scripts/check_docs_site.py" links "$HTML_DIR"
     (cd / && "$VENV_PYTHON" "$REPO_ROOT/scripts/check_docs_site.py" reference "$HTML_DIR" "$XML_DIR")
+    "$VENV_PYTHON" "$REPO_ROOT/scripts/check_docs_site.py" readme "$REPO_ROOT/README.md" "$REPO_ROOT/python/README.md"
 }
 
 take_screenshots() {
@@ -97,6 +100,6 @@ start=$SECONDS
 ensure_python_package
 timed "doxygen (warnings are errors)" run_doxygen
 timed "sphinx-build -W --keep-going" run_sphinx
-timed "links, reference coverage, docstrings" check_site
+timed "links, reference coverage, docstrings, READMEs" check_site
 timed "screenshots (headless Chromium) and their check" take_screenshots
 log "documentation built in $((SECONDS - start))s: open $HTML_DIR/index.html"
