@@ -312,7 +312,11 @@ def from_dlpack(x: object, /, *, stream: int | object | None = None) -> MtsArray
         default too. Host memory has no streams: for a producer on the CPU (or
         pinned memory) only ``None`` and ``-1`` are valid, checked before the
         producer is asked, which is asked without a stream.
-    :raises TypeError: ``x`` does not speak DLPack.
+    :raises TypeError: ``x`` does not speak DLPack, its ``__dlpack_device__()``
+        is not a pair of integers, or a stream object is given for a producer
+        without ``__dlpack_device__``.
+    :raises ValueError: the device type or id of ``__dlpack_device__()`` is out
+        of DLPack's range (a device id is an int32).
     :raises mtsarray.Error: mtsarray can not hold the data (dtype, device), a
         stream that is not one of the producer's device.
     """
@@ -327,6 +331,21 @@ def backend_unavailable_reason(device_type: str | int) -> str:
     Why ``device_type`` can not be used here (not compiled in, no driver, no device), or ``""`` when :func:`backend_available` is true.
     """
 
+def empty_cache(device: str | tuple[int, int]) -> None:
+    """
+    Give the memory mtsarray keeps cached for reuse on ``device`` (``"cuda:0"``, ...) back to the device, for the other libraries of the process: what ``torch.cuda.empty_cache()`` does for PyTorch's (``mtsarray_release_cached_memory``). Memory in use stays. A no-op for the CPU.
+    """
+
+def set_release_threshold(device: str | tuple[int, int], bytes: int) -> None:
+    """
+    How much freed memory mtsarray keeps cached on ``device`` across synchronisations; beyond it, cached memory goes back at the next synchronisation. Default: the smaller of 256 MiB and 1/16 of the device (``mtsarray_set_release_threshold``). A no-op for the CPU.
+    """
+
+def get_release_threshold(device: str | tuple[int, int]) -> int:
+    """
+    The release threshold of ``device`` in bytes (see :func:`set_release_threshold`); 0 for the CPU.
+    """
+
 def _tensormap_to(address: int, device: object, stream: object | None = None) -> int:
     """
     mtsarray_tensormap_to on the mts_tensormap_t at ``address``: the address of the new one.
@@ -335,6 +354,11 @@ def _tensormap_to(address: int, device: object, stream: object | None = None) ->
 def _borrow(address: int, owner: object) -> MtsArray:
     """
     A view of the mts_array_t struct at ``address``, keeping ``owner`` alive.
+    """
+
+def _from_dlpack_into(x: object | None, address: int, stream: object | None = None) -> None:
+    """
+    from_dlpack(x, stream=stream) written to the mts_array_t struct at ``address``, which owns it from then on (for mts_block and mts_labels, which take ownership).
     """
 
 def _time_move_data(output: MtsArray, input: MtsArray, movements: object, iterations: int) -> float:
