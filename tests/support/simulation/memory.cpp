@@ -534,18 +534,7 @@ void* SimulatedRuntime::allocate_managed(size_t bytes) {
 }
 
 void SimulatedRuntime::free_managed(void* data) noexcept {
-    if (sim::refused_unusable_runtime("cudaFree")) {
-        return;
-    }
-    const Status status = sim::synchronize_device_implicitly("cudaFree");
-    if (status != Status::success) {
-        sim::report(status, "cudaFree");
-        if (status == Status::capture_unsupported) {
-            return;
-        }
-    }
-    std::lock_guard<std::mutex> lock(simulator().mutex);
-    sim::release_locked(data, "cudaFree");
+    free_device(data);  // cudaFree, as for device memory: it waits for the device
 }
 
 void* SimulatedRuntime::allocate_device(size_t bytes) {
