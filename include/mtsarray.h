@@ -501,9 +501,10 @@ MTSARRAY_EXPORT mts_status_t mtsarray_release_cached_memory(DLDevice device);
  * How much freed memory mtsarray's pool keeps cached on `device` (a CUDA or
  * ROCm device) across synchronisations: beyond it, cached memory goes back
  * to the device at the next stream, event or device synchronisation. The
- * default, the smaller of 256 MiB and 1/16 of the device's memory, keeps
- * the arrays of a typical step for reuse and leaves the rest to other
- * libraries; a program that makes and drops larger arrays every step (and
+ * default, 1/16 of the device's memory, keeps the arrays of a typical step
+ * for reuse (a step that makes and frees larger arrays maps memory again
+ * each time, at a third of memset's speed on an H100) and leaves the rest
+ * to other libraries; a program that makes and drops larger arrays every step (and
  * has the room) may raise it to avoid mapping memory again, and 0 gives
  * everything back at every synchronisation. Applies from now on, to
  * memory already cached too. No-op for the CPU; `mtsarray_get_release_threshold`

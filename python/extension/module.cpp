@@ -318,8 +318,8 @@ NB_MODULE(_mtsarray, m) {
     m.def("set_release_threshold", &mtsarray_python::set_release_threshold, "device"_a, "bytes"_a,
           nb::sig("def set_release_threshold(device: str | tuple[int, int], bytes: int) -> None"),
           "How much freed memory mtsarray keeps cached on ``device`` across synchronisations; beyond it, "
-          "cached memory goes back at the next synchronisation. Default: the smaller of 256 MiB and 1/16 "
-          "of the device (``mtsarray_set_release_threshold``). A no-op for the CPU.");
+          "cached memory goes back at the next synchronisation. Default: 1/16 of the device "
+          "(``mtsarray_set_release_threshold``). A no-op for the CPU.");
     m.def("get_release_threshold", &mtsarray_python::get_release_threshold, "device"_a,
           nb::sig("def get_release_threshold(device: str | tuple[int, int]) -> int"),
           "The release threshold of ``device`` in bytes (see :func:`set_release_threshold`); 0 for the CPU.");

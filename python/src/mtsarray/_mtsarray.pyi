@@ -338,7 +338,7 @@ def empty_cache(device: str | tuple[int, int]) -> None:
 
 def set_release_threshold(device: str | tuple[int, int], bytes: int) -> None:
     """
-    How much freed memory mtsarray keeps cached on ``device`` across synchronisations; beyond it, cached memory goes back at the next synchronisation. Default: the smaller of 256 MiB and 1/16 of the device (``mtsarray_set_release_threshold``). A no-op for the CPU.
+    How much freed memory mtsarray keeps cached on ``device`` across synchronisations; beyond it, cached memory goes back at the next synchronisation. Default: 1/16 of the device (``mtsarray_set_release_threshold``). A no-op for the CPU.
     """
 
 def get_release_threshold(device: str | tuple[int, int]) -> int:
