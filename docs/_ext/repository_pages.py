@@ -36,7 +36,7 @@ PAGES = {
     ),
     "performance": RepositoryPage(
         "bench/README.md",
-        {"../CHANGELOG.md": "changelog.md", "plots/": "../bench/plots/"},
+        {"../CHANGELOG.md": "changelog.md", "plots/": "../bench/plots/", "../docs/": ""},
         title="Performance",
         images="bench/plots",
         introduction=(
