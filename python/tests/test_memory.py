@@ -7,9 +7,10 @@ The GPU cases run where mtsarray has a usable CUDA backend.
 """
 
 import pytest
-from conftest import require
+from conftest import optional, require
 
 mtsarray = require("mtsarray")
+torch = optional("torch")
 
 CUDA_AVAILABLE = mtsarray.backend_available("cuda")
 needs_cuda = pytest.mark.skipif(
@@ -36,7 +37,9 @@ def test_an_unknown_device_is_refused():
 @needs_cuda
 def test_the_release_threshold_is_settable_and_the_cache_emptied():
     default = mtsarray.get_release_threshold("cuda:0")
-    assert 0 < default <= 256 << 20
+    assert default > 0
+    if torch is not None and torch.cuda.is_available():  # the device's size, as cudaMemGetInfo gives it
+        assert default == torch.cuda.mem_get_info(0)[1] // 16, "the default is 1/16 of the device"
     try:
         mtsarray.set_release_threshold("cuda:0", 1 << 30)
         assert mtsarray.get_release_threshold("cuda:0") == 1 << 30
