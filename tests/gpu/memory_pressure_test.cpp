@@ -55,9 +55,14 @@ protected:
 
 /// A GPU backend of its own, as in a new process: its pool is made on the
 /// 64 MiB device (its default release threshold follows the device's
-/// size). Never destroyed, like the process's own.
+/// size). Never destroyed, like the process's own (its threads may still
+/// run at exit), and kept reachable from a static list that is never
+/// destroyed either, so that LeakSanitizer does not take it for a leak.
 const mtsarray::detail::Backend& new_backend() {
-    return *new mtsarray::detail::gpu::GpuBackend<SimulatedRuntime>(&mtsarray::detail::cpu::pool_host_tasks());
+    static auto* kept = new std::vector<std::unique_ptr<const mtsarray::detail::Backend>>();
+    kept->push_back(std::make_unique<mtsarray::detail::gpu::GpuBackend<SimulatedRuntime>>(
+        &mtsarray::detail::cpu::pool_host_tasks()));
+    return *kept->back();
 }
 
 /// A synchronisation of the device's legacy stream, after the work (and
