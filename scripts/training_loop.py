@@ -218,9 +218,8 @@ def check_memory(torch, mtsarray, device):
     torch.cuda.empty_cache()
     mtsarray.empty_cache("cuda:0")
     threshold = mtsarray.get_release_threshold("cuda:0")
-    _, total = torch.cuda.mem_get_info(device)
+    free, total = torch.cuda.mem_get_info(device)
     check(threshold == total // 16, f"release threshold {threshold}, not 1/16 of the device ({total // 16})")
-    free, _ = torch.cuda.mem_get_info(device)
     big = (free // 4) // 8 * 8
     array = mtsarray.zeros((big // 8,), device="cuda")
     array.synchronize()
