@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Reliability checks, CPU-only, with clang:
 #   1. ASan + UBSan build (with the test hooks and the fuzzers
-#      compiled in): the whole ctest suite with leak detection, which
-#      includes the fault injection sweep and the exported-symbols check;
+#      compiled in): the ctest suite with leak detection, which includes
+#      the fault injection sweep and the exported-symbols check (not the
+#      one_device. registrations, which the plain ctest runs);
 #   2. ThreadSanitizer build: the concurrency tests and the GPU tests on the
 #      simulated runtime (ctest -R 'concurrency|SimulatedStreams|StreamOrdering|NoHostBlock|sim0');
 #   3. a short fixed-seed libFuzzer run of every fuzz target (scripts/fuzz.sh).
@@ -60,11 +61,15 @@ asan_suite() {
         -DMTSARRAY_TEST_HOOKS=ON -DMTSARRAY_BUILD_FUZZERS=ON
     log "build $ASAN_BUILD (-j$JOBS)"
     cmake --build "$ASAN_BUILD" -j"$JOBS"
-    log "ctest under ASan + UBSan, leak detection on"
+    # Every test but the one_device. registrations: the same cases with the
+    # second simulated device hidden, where the code paths are those of the
+    # first device (the plain ctest runs them); under ASan they were 292 of
+    # the 712 s of test time.
+    log "ctest under ASan + UBSan, leak detection on (not the one_device. registrations)"
     ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1" \
     LSAN_OPTIONS="suppressions=$SUPPRESSIONS/lsan.supp:print_suppressions=0" \
     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-        ctest --test-dir "$ASAN_BUILD" --output-on-failure -j"$JOBS"
+        ctest --test-dir "$ASAN_BUILD" --output-on-failure -j"$JOBS" -E '^one_device\.'
     # the figures of the fault injection sweep, for the log
     ASAN_OPTIONS="detect_leaks=1" "$ASAN_BUILD/tests/mtsarray-fault-injection-tests" 2>&1 |
         grep -E '^\[fault injection\]|^\[  (PASSED|FAILED)'
