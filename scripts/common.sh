@@ -47,6 +47,14 @@ PYTHON_PACKAGES=(
     "pytest"
 )
 
+# The ctest names of the one_device. registrations (tests/CMakeLists.txt,
+# mtsarray_discover_gpu_tests): the GPU test programs run again with the
+# simulated runtime's second device hidden. Only the main tree's plain ctest
+# runs them; the HIP tree (nothing of the HIP backend in them) and the
+# sanitizer stages (the code paths of the first device, again) leave them out
+# with ctest -E "$ONE_DEVICE_REGISTRATIONS".
+ONE_DEVICE_REGISTRATIONS='^one_device\.'
+
 log() {
     printf '\n\033[1m==> %s\033[0m\n' "$*"
 }

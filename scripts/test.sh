@@ -194,10 +194,8 @@ build_and_test_hip() {
         "${HIP_CMAKE_ARGS[@]}"
     log "build $hip_build (-j$JOBS)"
     cmake --build "$hip_build" -j"$JOBS"
-    # Not the one_device. registrations: the simulated runtime with its second
-    # device hidden, nothing of the HIP backend (the main tree ran them).
     log "ctest ($hip_build), the one_device. registrations left to the main tree"
-    ctest --test-dir "$hip_build" --output-on-failure -j"$JOBS" -E '^one_device\.'
+    ctest --test-dir "$hip_build" --output-on-failure -j"$JOBS" -E "$ONE_DEVICE_REGISTRATIONS"
 }
 
 bash "$REPO_ROOT/scripts/setup.sh"
