@@ -67,28 +67,35 @@ set(MTSARRAY_MPI_TEST_ENVIRONMENT
     OMPI_MCA_btl_sm_single_copy_mechanism=none
     OMPI_MCA_plm_rsh_agent=false)
 
-# mtsarray_add_mpi_program(TARGET SOURCE [TESTS "name|ranks|arguments..." ...])
-# Builds TARGET from SOURCE (C11, linked to mtsarray and MPI) when MPI is
-# there, and registers each test (or its skip, with the reason).
+# mtsarray_add_mpi_program(TARGET SOURCE [SKIPPED reason] [LINK libraries...]
+#                          [TESTS "name|ranks|arguments..." ...])
+# Builds TARGET from SOURCE (C11, linked to mtsarray, MPI and the LINK
+# libraries) when MPI is there and no SKIPPED reason is given (a program
+# that needs more than MPI, cmake/nccl-programs.cmake, says why it is not
+# built), and registers each test (or its skip, with the reason).
 function(mtsarray_add_mpi_program target source)
-    cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "TESTS")
-    if(MTSARRAY_MPI)
+    cmake_parse_arguments(PARSE_ARGV 2 ARG "" "SKIPPED" "TESTS;LINK")
+    set(skipped "${MTSARRAY_MPI_SKIPPED}")
+    if(NOT skipped AND ARG_SKIPPED)
+        set(skipped "${ARG_SKIPPED}")
+    endif()
+    if(MTSARRAY_MPI AND NOT ARG_SKIPPED)
         add_executable(${target} ${source})
-        target_link_libraries(${target} PRIVATE mtsarray::mtsarray MPI::MPI_C)
+        target_link_libraries(${target} PRIVATE mtsarray::mtsarray MPI::MPI_C ${ARG_LINK})
         set_target_properties(${target} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON)
         if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang")
             target_compile_options(${target} PRIVATE -Wall -Wextra)
             target_link_libraries(${target} PRIVATE m)
         endif()
     endif()
-    if(MTSARRAY_MPI_SKIPPED)
-        message(STATUS "mtsarray: the tests of ${source} are skipped: ${MTSARRAY_MPI_SKIPPED}")
+    if(skipped)
+        message(STATUS "mtsarray: the tests of ${source} are skipped: ${skipped}")
     endif()
     foreach(test IN LISTS ARG_TESTS)
         string(REPLACE "|" ";" test "${test}")
         list(GET test 0 name)
-        if(MTSARRAY_MPI_SKIPPED)
-            add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -E echo "skipped: ${MTSARRAY_MPI_SKIPPED}")
+        if(skipped)
+            add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -E echo "skipped: ${skipped}")
             set_tests_properties(${name} PROPERTIES SKIP_REGULAR_EXPRESSION "skipped: ")
             continue()
         endif()

@@ -47,6 +47,19 @@ PYTHON_PACKAGES=(
     "pytest"
 )
 
+# What the venv of setup.sh adds (not the other Pythons' venvs of test.sh):
+# PyPI's PyTorch (the CUDA build, which runs without a GPU: the torch and
+# metatensor-torch cases of python/tests run on the CPU, torch.distributed on
+# gloo) and metatensor-torch, whose 0.10.8 has builds for PyTorch 2.3 to 2.14;
+# NCCL's headers and library for examples/nccl_tensormap.c (the wheel PyTorch
+# depends on; cmake/FindNCCL.cmake finds it through the venv's Python).
+TORCH_VERSION="2.14.1"
+TORCH_PACKAGES=(
+    "torch==$TORCH_VERSION"
+    "metatensor-torch==$METATENSOR_TORCH_VERSION"
+    "nvidia-nccl-cu13"
+)
+
 # The ctest names of the one_device. registrations (tests/CMakeLists.txt,
 # mtsarray_discover_gpu_tests): the GPU test programs run again with the
 # simulated runtime's second device hidden. Only the main tree's plain ctest
@@ -145,6 +158,7 @@ configure_and_build() {
         -DMTSARRAY_BUILD_TESTS=ON \
         -DMTSARRAY_BUILD_EXAMPLES=ON \
         -DMTSARRAY_BUILD_BENCHMARKS=ON \
+        -DNCCL_PYTHON="$VENV_PYTHON" \
         "${cuda_args[@]}" "$@"
 
     log "build $build_dir (-j$JOBS)"

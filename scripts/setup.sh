@@ -110,6 +110,25 @@ create_venv() {
     venv_is_ready || die "${PYTHON_PACKAGES[*]}, docs/requirements.txt: not all installed in $VENV_PYTHON"
 }
 
+# PyTorch, metatensor-torch and NCCL (TORCH_PACKAGES, common.sh): about
+# 2.9 GB of wheels, which pip keeps in its cache for the next venv.
+install_torch() {
+    if "$VENV_PYTHON" - "$TORCH_VERSION" "$METATENSOR_TORCH_VERSION" <<'EOF' >/dev/null 2>&1
+import sys
+from importlib.metadata import version
+import nvidia.nccl  # noqa: F401
+sys.exit(version("torch").split("+")[0] != sys.argv[1] or version("metatensor-torch") != sys.argv[2])
+EOF
+    then
+        log "${TORCH_PACKAGES[*]}: already installed"
+        return
+    fi
+    log "pip install ${TORCH_PACKAGES[*]}"
+    local start=$SECONDS
+    "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check "${TORCH_PACKAGES[@]}"
+    log "PyTorch installed in $((SECONDS - start)) s; the venv holds $(du -sh "$VENV_DIR" | cut -f1)"
+}
+
 report() {
     local nvcc hipcc mpiexec
     nvcc="$(find_nvcc)"
@@ -128,6 +147,8 @@ report() {
         "nvcc (CUDA backend)" "${nvcc:-not found: CUDA backend will be off}" \
         "hipcc (HIP backend)" "${hipcc:-not found: HIP backend will be off}" \
         "mpiexec (mpi_halo)" "${mpiexec:-not found: the tests of examples/mpi_halo.c will be skipped}" \
+        "torch" "$("$VENV_PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo 'not installed')" \
+        "NCCL (nccl_tensormap)" "$("$VENV_PYTHON" -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || echo 'not installed')" \
         "doxygen (docs)" "$(command -v doxygen || echo 'not found: scripts/docs.sh will fail')" \
         "chromium (docs)" "$(command -v chromium || echo 'not found: scripts/docs.sh will fail')"
 }
@@ -135,4 +156,5 @@ report() {
 install_system_packages
 create_venv
 install_mpi4py
+install_torch
 report
