@@ -101,7 +101,7 @@ def main() -> None:
     # [metatensor-torch]
     # a metatensor.torch.TensorMap whose values view the mtsarray memory, for a model
     for_model = mtsarray.to_metatensor_torch(on_device)
-    assert isinstance(for_model, torch.ScriptObject) and for_model._type().name() == "TensorMap"
+    assert for_model._type().qualified_name() == "__torch__.torch.classes.metatensor.TensorMap"
     assert for_model.block(0).values.data_ptr() == as_torch.block(0).values.data_ptr()
     # [metatensor-torch]
     print(f"tensormap_bridges: metatensor-torch on {device}: every value is right, no copy")

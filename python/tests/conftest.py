@@ -1,7 +1,7 @@
 """What the mtsarray package's tests share: required and optional imports.
 
 Optional modules (torch, cupy, jax) and devices make tests skip with the
-reason. The package's own requirements (mtsarray, numpy, metatensor) skip
+reason, but those named in MTSARRAY_PYTHON_TESTS_REQUIRE, which fail. The package's own requirements (mtsarray, numpy, metatensor) skip
 too on a developer's machine, but fail when MTSARRAY_PYTHON_TESTS_REQUIRED=1
 (scripts/test.sh sets it under CI), so that CI never passes by skipping.
 """
@@ -23,10 +23,15 @@ def require(name):
 
 
 def optional(name):
-    """Import an optional module, or None."""
+    """Import an optional module, or None; a module named in
+    MTSARRAY_PYTHON_TESTS_REQUIRE (comma-separated: scripts/test.sh names
+    torch and metatensor.torch, which CI installs) is required instead, so
+    that its cases can not skip there unnoticed."""
     try:
         return importlib.import_module(name)
-    except ImportError:
+    except ImportError as error:
+        if name in os.environ.get("MTSARRAY_PYTHON_TESTS_REQUIRE", "").split(","):
+            pytest.fail(f"'{name}' is required (MTSARRAY_PYTHON_TESTS_REQUIRE): {error}", pytrace=False)
         return None
 
 

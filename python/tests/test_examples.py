@@ -20,6 +20,7 @@ OVERHEAD_BENCH = REPOSITORY / "bench" / "python_overhead.py"
 OPERATIONS_BENCH = REPOSITORY / "bench" / "tensormap_operations.py"
 MPI_HALO = REPOSITORY / "examples" / "python" / "mpi_halo.py"
 BRIDGES = REPOSITORY / "examples" / "python" / "tensormap_bridges.py"
+TORCH_DISTRIBUTED = REPOSITORY / "examples" / "python" / "torch_distributed.py"
 
 pytestmark = pytest.mark.skipif(not EXAMPLE.is_file(), reason="not in the mtsarray repository (an sdist?)")
 torch = optional("torch")
@@ -33,8 +34,8 @@ def run(script, *arguments, timeout=600):
     return result.stdout
 
 
-@pytest.mark.parametrize("script", [EXAMPLE, QUICK_START, MPI_HALO, BRIDGES, TORCH_BENCH, OVERHEAD_BENCH,
-                                    OPERATIONS_BENCH],
+@pytest.mark.parametrize("script", [EXAMPLE, QUICK_START, MPI_HALO, BRIDGES, TORCH_DISTRIBUTED, TORCH_BENCH,
+                                    OVERHEAD_BENCH, OPERATIONS_BENCH],
                          ids=lambda path: path.name)
 def test_scripts_compile(script):
     py_compile.compile(str(script), doraise=True, cfile=None, optimize=-1)
@@ -68,6 +69,21 @@ def test_training_step_without_torch_says_why():
     if torch is not None:
         pytest.skip("torch is installed: test_training_step_example runs it")
     assert "skipped: PyTorch is not installed" in run(EXAMPLE)
+
+
+@pytest.mark.skipif(torch is None, reason="torch is not installed: the example needs PyTorch")
+def test_torch_distributed_example_on_gloo():
+    # as a user runs it: the script starts its 2 processes, each reduces its
+    # TensorMap with torch.distributed on the mtsarray arrays' own memory and
+    # checks the sums (a wrong one, or a copy, fails the script)
+    output = run(TORCH_DISTRIBUTED, "--backend", "gloo", timeout=300)
+    assert "torch_distributed: 2 processes, gloo, every block's values and gradients summed" in output
+
+
+def test_torch_distributed_without_torch_says_why():
+    if torch is not None:
+        pytest.skip("torch is installed: test_torch_distributed_example_on_gloo runs it")
+    assert "skipped: PyTorch is not installed" in run(TORCH_DISTRIBUTED)
 
 
 def test_torch_move_data_benchmark():
