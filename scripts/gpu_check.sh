@@ -50,8 +50,14 @@
 #       $MTSARRAY_GPU_CHECK_OUT (default <repo>/.gpu-check/out). Exits non-zero
 #       when a stage fails (a benchmark target missed is reported, not a
 #       failure). About 6 to 7 minutes on an H100.
+#         6. the NCCL programs on every GPU of the machine, one MPI rank
+#            each (1 rank on a 1-GPU machine): examples/nccl_tensormap
+#            (graph replays, then with its buffer in an NCCL window),
+#            bench/nccl_allreduce_bench, and examples/python/torch_distributed.py
+#            on NCCL. They need Open MPI's mpiexec there (and PyTorch with
+#            CUDA for the last): without them the stage fails, saying so.
 #       MTSARRAY_GPU_CHECK_STAGES: the stages to run, of "tests cuda ncu cpu
-#       sanitizers python training" (default: all of them), for a lease too
+#       sanitizers python training nccl" (default: all of them), for a lease too
 #       short for the whole check (e.g. "cuda ncu cpu": the figures alone);
 #       MTSARRAY_GPU_CHECK_CPU_ROWS: the CPU rows, filters with '|' between
 #       two (default: all of them).
@@ -88,6 +94,21 @@ pack_wheels() {
         "$REPO_ROOT/python" || die "the wheel did not build"
 }
 
+# The NCCL stage's programs and the libnccl.so.2 they were linked with (their
+# RUNPATH: the venv's nvidia-nccl-cu13 wheel), relative to the repository.
+nccl_files() {
+    local build="$1" program nccl_lib
+    for program in examples/nccl_tensormap bench/nccl_allreduce_bench; do
+        [[ -x "$build/$program" ]] || die "$build has no $program (MTSARRAY_NCCL=ON, with NCCL from setup.sh)"
+        echo "${build#"$REPO_ROOT"/}/$program"
+    done
+    nccl_lib="$(ldd "$build/examples/nccl_tensormap" | sed -n 's/.*libnccl.so.2 => \(.*\) (.*/\1/p')"
+    case "$nccl_lib" in
+        "$REPO_ROOT"/*) echo "${nccl_lib#"$REPO_ROOT"/}" ;;
+        *) die "libnccl.so.2 ($nccl_lib) must be inside the repository (the venv's nvidia-nccl-cu13)" ;;
+    esac
+}
+
 pack() {
     local build="${1:-$REPO_ROOT/build}"
     build="$(cd "$build" && pwd)" || die "no build folder $1"
@@ -113,19 +134,24 @@ pack() {
     mkdir -p "$wheels"
     rm -f "$wheels"/*.whl
     if [[ -n "${MTSARRAY_GPU_CHECK_STAGES:-}" && " $MTSARRAY_GPU_CHECK_STAGES " != *" python "* &&
-        " $MTSARRAY_GPU_CHECK_STAGES " != *" training "* ]]; then
-        log "no wheels: the stages packed for ($MTSARRAY_GPU_CHECK_STAGES) leave out the Python ones"
+        " $MTSARRAY_GPU_CHECK_STAGES " != *" training "* && " $MTSARRAY_GPU_CHECK_STAGES " != *" nccl "* ]]; then
+        log "no wheels: the stages packed for ($MTSARRAY_GPU_CHECK_STAGES) leave out the Python ones (python training nccl)"
     else
         pack_wheels "$architectures"
     fi
 
-    local -a files
+    local -a files nccl=()
+    if [[ -z "${MTSARRAY_GPU_CHECK_STAGES:-}" || " $MTSARRAY_GPU_CHECK_STAGES " == *" nccl "* ]]; then
+        mapfile -t nccl < <(nccl_files "$build")
+        [[ ${#nccl[@]} -eq 3 ]] || die "the nccl stage's programs are not all in $build (see above)"
+    fi
     mapfile -t files < <(cd "$REPO_ROOT" && {
         find "${build#"$REPO_ROOT"/}/tests" -maxdepth 1 -type f -executable -name 'mtsarray-*-tests'
         echo "${build#"$REPO_ROOT"/}/bench/mtsarray-bench"
         find "${build#"$REPO_ROOT"/}/bench" -maxdepth 1 -type f -executable -name 'mtsarray-pool-vs-openmp'
         find "${build#"$REPO_ROOT"/}/src" -maxdepth 1 -name 'libmtsarray.so*'
         echo "${metatensor_lib#"$REPO_ROOT"/}"
+        printf '%s\n' "${nccl[@]}"
         echo ".gpu-check/wheels"
     })
     printf '%s\n' "${build#"$REPO_ROOT"/}" >"$CHECK_DIR/build-dir"
@@ -158,11 +184,11 @@ BUILD="$REPO_ROOT/$(cat "$CHECK_DIR/build-dir")"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 START=$SECONDS
 
-STAGES=" ${MTSARRAY_GPU_CHECK_STAGES:-tests cuda ncu cpu sanitizers python training} "
+STAGES=" ${MTSARRAY_GPU_CHECK_STAGES:-tests cuda ncu cpu sanitizers python training nccl} "
 for stage in $STAGES; do
     case "$stage" in
-        tests | cuda | ncu | cpu | sanitizers | python | training) ;;
-        *) die "unknown stage '$stage' in MTSARRAY_GPU_CHECK_STAGES (tests cuda ncu cpu sanitizers python training)" ;;
+        tests | cuda | ncu | cpu | sanitizers | python | training | nccl) ;;
+        *) die "unknown stage '$stage' in MTSARRAY_GPU_CHECK_STAGES (tests cuda ncu cpu sanitizers python training nccl)" ;;
     esac
 done
 wanted() {  # STAGE: whether it runs
@@ -310,7 +336,7 @@ fi
 # 4. the Python package with the GPU frameworks there
 SITE="$CHECK_DIR/site-packages"
 SITE_READY=0
-if wanted python || wanted training; then
+if wanted python || wanted training || wanted nccl; then
     rm -rf "$SITE"
     if python3 -m pip install --quiet --no-index --no-deps --target "$SITE" "$CHECK_DIR"/wheels/*.whl \
         >"$OUT/python-install.log" 2>&1; then
@@ -396,6 +422,45 @@ if wanted training && [[ $SITE_READY == 1 ]]; then
     if [[ -n "$SANITIZER" ]]; then
         training_loop "training loop under compute-sanitizer memcheck" training-loop-memcheck.log \
             "$SANITIZER" --tool memcheck --error-exitcode 97 --print-limit 50 -- --short
+    fi
+fi
+
+# 6. the NCCL programs: one MPI rank per GPU of the machine
+nccl_run() {  # LABEL LOG EXPECTED-LINE COMMAND...
+    local label="$1" log="$OUT/$2" expected="$3" rc
+    shift 3
+    (cd "$REPO_ROOT" && timeout 180 "$@") >"$log" 2>&1
+    rc=$?
+    if [[ $rc == 0 ]] && grep -q "$expected" "$log"; then
+        verdict "$label" "passed: $(grep -E "$expected|^== " "$log" | tail -n 2 | tr '\n' ' ' | cut -c1-200)"
+    else
+        verdict "$label" "FAILED (exit $rc): $(tail -n 3 "$log" | tr '\n' ' ' | cut -c1-200)"
+    fi
+}
+if wanted nccl; then
+    GPUS="$(nvidia-smi -L | grep -c '^GPU ')"
+    MPIEXEC="$(command -v mpiexec || true)"
+    log "6. the NCCL programs on $GPUS GPU(s), one MPI rank each"
+    if [[ -z "$MPIEXEC" ]]; then
+        verdict "nccl programs" "FAILED: mpiexec not found (apt-get install openmpi-bin: the ranks bootstrap NCCL over MPI)"
+    else
+        # as ctest runs MPI programs (cmake/mpi-programs.cmake), one rank per GPU
+        MPI_RUN=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+            OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_sm_single_copy_mechanism=none
+            OMPI_MCA_plm_rsh_agent=false "$MPIEXEC" -n "$GPUS" --bind-to none)
+        nccl_run "nccl_tensormap ($GPUS ranks, graph)" nccl-tensormap.log "every value checked, ok" \
+            "${MPI_RUN[@]}" "$BUILD/examples/nccl_tensormap" --device cuda --steps 20
+        nccl_run "nccl_tensormap ($GPUS ranks, NCCL window)" nccl-tensormap-window.log "every value checked, ok" \
+            "${MPI_RUN[@]}" "$BUILD/examples/nccl_tensormap" --device cuda --steps 20 --window
+        nccl_run "nccl_allreduce_bench ($GPUS ranks)" nccl-bench.log "every sum checked" \
+            "${MPI_RUN[@]}" "$BUILD/bench/nccl_allreduce_bench" --device cuda --steps 50
+        nccl_run "nccl_allreduce_bench, small arrays ($GPUS ranks)" nccl-bench-small.log "every sum checked" \
+            "${MPI_RUN[@]}" "$BUILD/bench/nccl_allreduce_bench" --device cuda --steps 50 --blocks 32 --atoms 32 \
+            --properties 8
+    fi
+    if [[ $SITE_READY == 1 ]]; then
+        nccl_run "torch_distributed.py (nccl, $GPUS processes)" torch-distributed.log "every block's values" \
+            env PYTHONPATH="$SITE" python3 examples/python/torch_distributed.py --backend nccl --processes "$GPUS"
     fi
 fi
 
