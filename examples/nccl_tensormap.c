@@ -133,6 +133,9 @@ typedef struct {
 /* ---- the memory of an NCCL window (NCCL 2.27 and later) ----------------------- */
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
 #define HAVE_WINDOWS 1
+#ifndef NCCL_WIN_REQUIRED_ALIGNMENT /* named in nccl.h from 2.28 on */
+#define NCCL_WIN_REQUIRED_ALIGNMENT 4096
+#endif
 /* One ncclMemAlloc region per rank, made and registered once, handed out in
  * order by the allocator: every rank makes the same arrays from it, so each
  * one sits at the same offset of every rank's window, as symmetric windows

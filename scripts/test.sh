@@ -138,7 +138,8 @@ test_installation() {
     rm -rf "$examples_build"
     cmake -S "$REPO_ROOT/examples" -B "$examples_build" \
         -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_PREFIX_PATH="$prefix;$metatensor_prefix"
+        -DCMAKE_PREFIX_PATH="$prefix;$metatensor_prefix" \
+        -DNCCL_PYTHON="$VENV_PYTHON"
     cmake --build "$examples_build" -j"$JOBS"
     ctest --test-dir "$examples_build" --output-on-failure
 }
