@@ -445,7 +445,7 @@ if wanted nccl; then
         verdict "nccl programs" "FAILED: mpiexec not found (apt-get install openmpi-bin: the ranks bootstrap NCCL over MPI)"
     else
         # as ctest runs MPI programs (cmake/mpi-programs.cmake), one rank per GPU
-        MPI_RUN=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+        MPI_RUN=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "OMPI_MCA_btl=self,vader"
             OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_sm_single_copy_mechanism=none
             OMPI_MCA_plm_rsh_agent=false "$MPIEXEC" -n "$GPUS" --bind-to none)
         nccl_run "nccl_tensormap ($GPUS ranks, graph)" nccl-tensormap.log "every value checked, ok" \
