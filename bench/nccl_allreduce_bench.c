@@ -176,6 +176,11 @@ int main(int argc, char** argv) {
     const int steps = (int)option(argc, argv, "--steps", 20);
     bool cuda = false;
     CHECK(mtsarray_backend_available(kDLCUDA, &cuda));
+    if (strcmp(device_name, "cuda") == 0 && !cuda) {
+        if (b.rank == 0) { fprintf(stderr, "nccl_allreduce_bench: --device cuda: %s\n", mtsarray_backend_unavailable_reason(kDLCUDA)); }
+        MPI_Finalize();
+        return 2;
+    }
     cuda = strcmp(device_name, "cuda") == 0 || (strcmp(device_name, "auto") == 0 && cuda);
     if (!cuda && strcmp(device_name, "cpu") != 0 && strcmp(device_name, "auto") != 0) {
         if (b.rank == 0) { fprintf(stderr, "usage: nccl_allreduce_bench [--device cuda|cpu|auto] [--blocks B] "

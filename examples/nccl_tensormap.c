@@ -242,6 +242,11 @@ int main(int argc, char** argv) {
     }
     bool cuda = false;
     CHECK(mtsarray_backend_available(kDLCUDA, &cuda));
+    if (strcmp(device_name, "cuda") == 0 && !cuda) {
+        if (rank == 0) { fprintf(stderr, "nccl_tensormap: --device cuda: %s\n", mtsarray_backend_unavailable_reason(kDLCUDA)); }
+        MPI_Finalize();
+        return 2;
+    }
     cuda = strcmp(device_name, "cuda") == 0 || (strcmp(device_name, "auto") == 0 && cuda);
     good = good && (cuda || strcmp(device_name, "cpu") == 0 || strcmp(device_name, "auto") == 0);
     if (!good || (window && (!cuda || !HAVE_WINDOWS))) {

@@ -434,7 +434,10 @@ nccl_run() {  # LABEL LOG EXPECTED-LINE COMMAND...
     if [[ $rc == 0 ]] && grep -q "$expected" "$log"; then
         verdict "$label" "passed: $(grep -E "$expected|^== " "$log" | tail -n 2 | tr '\n' ' ' | cut -c1-200)"
     else
-        verdict "$label" "FAILED (exit $rc): $(tail -n 3 "$log" | tr '\n' ' ' | cut -c1-200)"
+        # the program's own complaint, before what mpiexec adds when a rank stops
+        local why
+        why="$(grep -m 1 -E 'failed|WRONG|Error|error' "$log" || tail -n 3 "$log")"
+        verdict "$label" "FAILED (exit $rc): $(echo "$why" | tr '\n' ' ' | cut -c1-200)"
     fi
 }
 if wanted nccl; then
