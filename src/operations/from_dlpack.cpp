@@ -119,16 +119,20 @@ std::unique_ptr<Array> from_dlpack(DLManagedTensorVersioned* tensor) {
                                        : std::vector<int64_t>(source.strides, source.strides + source.ndim);
     const StridedView view = {data, std::move(shape), std::move(strides), size};
     // the producer's memory goes back once the copy has read it: at once on
-    // the host, after the queued copy on a device (the host does not wait)
+    // the host, after the queued copy on a device (the host does not wait).
+    // Ordered by the backend that made the copy: for the host memory of a
+    // GPU (page-locked, managed) that is the CPU's, on the host's stream,
+    // which the GPU backend owning the memory has no queue for.
+    const Backend& copier = array->compute_backend();
     auto pending = std::make_shared<DLPackOwner>(nullptr);  // before anything is queued
-    array->compute_backend().strided_copy(array->stream(), array->data(), view);
+    copier.strided_copy(array->stream(), array->data(), view);
     pending->adopt(owner.release());
     try {
-        array->memory_backend().release_after(array->stream(), [pending]() noexcept { pending->reset(); });
+        copier.release_after(array->stream(), [pending]() noexcept { pending->reset(); });
     } catch (...) {
         // could not defer the release: the copy must be done before `pending`
         // lets the tensor go, on this (rare) error path the host waits
-        array->memory_backend().synchronize(array->stream());
+        copier.synchronize(array->stream());
         throw;
     }
     return array;

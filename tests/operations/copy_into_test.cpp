@@ -48,37 +48,44 @@ std::string copy_device_name(DLDevice device) {
     }
 }
 
-/// A foreign (non-mtsarray) array on the CPU whose export has any strides:
+/// A foreign (non-mtsarray) array in host memory (the CPU's, or a GPU's
+/// page-locked or managed memory) whose export has any strides and flags:
 /// element i of the C-order view sits at `strides`-defined offsets in `storage`.
 struct StridedForeignArray {
     DLDataType dtype;
     std::vector<int64_t> shape;
     std::vector<int64_t> strides;  // in elements
     std::vector<uint8_t> storage;
+    DLDevice device;
+    uint64_t flags;
 
     static mts_array_t make(DLDataType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides,
-                            std::vector<uint8_t> storage) {
-        auto* self = new StridedForeignArray{dtype, std::move(shape), std::move(strides), std::move(storage)};
+                            std::vector<uint8_t> storage, DLDevice device = DLDevice{kDLCPU, 0},
+                            uint64_t flags = 0) {
+        auto* self = new StridedForeignArray{dtype, std::move(shape), std::move(strides), std::move(storage),
+                                             device, flags};
         mts_array_t array;
         std::memset(&array, 0, sizeof(array));
         array.ptr = self;
         array.destroy = [](void* pointer) { delete static_cast<StridedForeignArray*>(pointer); };
-        array.device = [](const void*, DLDevice* device) -> mts_status_t {
-            *device = DLDevice{kDLCPU, 0};
+        array.device = [](const void* pointer, DLDevice* device) -> mts_status_t {
+            *device = static_cast<const StridedForeignArray*>(pointer)->device;
             return MTS_SUCCESS;
         };
         array.as_dlpack = [](void* pointer, DLManagedTensorVersioned** result, DLDevice device, const int64_t*,
                              DLPackVersion) -> mts_status_t {
             auto* self = static_cast<StridedForeignArray*>(pointer);
-            if (device.device_type != kDLCPU) {
-                mts_set_last_error("this test array lives on the CPU only", "mtsarray-tests", nullptr, nullptr);
+            if (device.device_type != self->device.device_type || device.device_id != self->device.device_id) {
+                mts_set_last_error("this test array exports on its own device only", "mtsarray-tests", nullptr,
+                                   nullptr);
                 return MTS_CALLBACK_ERROR;
             }
             auto* managed = new DLManagedTensorVersioned{};
             managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
             managed->deleter = [](DLManagedTensorVersioned* tensor) { delete tensor; };
+            managed->flags = self->flags;
             managed->dl_tensor.data = self->storage.data();
-            managed->dl_tensor.device = DLDevice{kDLCPU, 0};
+            managed->dl_tensor.device = self->device;
             managed->dl_tensor.ndim = static_cast<int32_t>(self->shape.size());
             managed->dl_tensor.dtype = self->dtype;
             managed->dl_tensor.shape = self->shape.data();
@@ -212,6 +219,33 @@ TEST_P(CopyIntoFromTheHost, AStridedForeignSource) {
     EXPECT_EQ(copy_into(destination, source), MTS_SUCCESS) << last_error();
     EXPECT_EQ(from_bytes<double>(read_bytes(destination)), expected);
     source.destroy(source.ptr);
+}
+
+// A foreign source in the GPU's page-locked or managed memory whose export
+// must be copied first (strided, read-only): copied, not refused.
+TEST_P(CopyIntoFromTheHost, AStridedOrReadOnlyForeignSourceInTheGpusHostMemory) {
+    if (!(MTSARRAY_HAS_CUDA || simulated_gpu())) {
+        GTEST_SKIP() << "no CUDA backend in this build: no page-locked or managed memory";
+    }
+    std::vector<double> storage(2 * 5 * 4, -99.0);
+    std::vector<double> expected(12);
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 4; j++) {
+            storage[2 * (i + 5 * j)] = 10.0 * i + j;
+            expected[4 * i + j] = 10.0 * i + j;
+        }
+    }
+    for (const DLDeviceType host_type : {kDLCUDAHost, kDLCUDAManaged}) {
+        for (const uint64_t flags : {uint64_t(0), uint64_t(DLPACK_FLAG_BITMASK_READ_ONLY)}) {
+            SCOPED_TRACE(copy_device_name(DLDevice{host_type, 0}) + (flags != 0 ? ", read-only" : ", writable"));
+            mts_array_t source =
+                StridedForeignArray::make(float64(), {3, 4}, {2, 10}, to_bytes(storage), DLDevice{host_type, 0}, flags);
+            auto destination = mtsarray::Array::zeros(GetParam(), float64(), {3, 4});
+            EXPECT_EQ(copy_into(destination, source), MTS_SUCCESS) << last_error();
+            EXPECT_EQ(from_bytes<double>(read_bytes(destination)), expected);
+            source.destroy(source.ptr);
+        }
+    }
 }
 
 TEST_P(CopyIntoFromTheHost, AContiguousForeignSource) {

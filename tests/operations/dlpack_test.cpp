@@ -581,6 +581,56 @@ TEST_P(Import, RejectedTensorsAreReleasedOnce) {
     EXPECT_NE(last_error().find("is NULL"), std::string::npos) << last_error();
 }
 
+// The host memory of a GPU (page-locked, managed): a strided or read-only
+// tensor there is copied into a C-contiguous array of the same device type,
+// by the host, and the producer's tensor is released once the copy is made.
+class ImportGpuHostMemory : public ::testing::TestWithParam<DLDeviceType> {
+protected:
+    void SetUp() override { MTSARRAY_SKIP_UNLESS_PRESENT((DLDevice{GetParam(), 0})); }
+};
+
+INSTANTIATE_TEST_SUITE_P(PageLockedAndManaged, ImportGpuHostMemory,
+                         ::testing::Values(kDLCUDAHost, kDLCUDAManaged),
+                         [](const ::testing::TestParamInfo<DLDeviceType>& info) {
+                             return std::string(info.param == kDLCUDAHost ? "page_locked" : "managed");
+                         });
+
+TEST_P(ImportGpuHostMemory, StridedAndReadOnlyTensorsAreCopied) {
+    const DLDevice device = {GetParam(), 0};
+    int deleted = 0;
+    const auto values = iota_doubles(12);  // a 3x4 row-major matrix
+    const std::vector<double> transposed_values = {0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11};
+    struct Case {
+        const char* name;
+        std::vector<int64_t> shape;
+        std::vector<int64_t> strides;
+        uint64_t flags;
+        std::vector<double> expected;
+    };
+    const std::vector<Case> cases = {
+        {"transposed", {4, 3}, {1, 4}, 0, transposed_values},
+        {"every other column", {3, 2}, {4, 2}, 0, {0, 2, 4, 6, 8, 10}},
+        {"read-only", {12}, {1}, DLPACK_FLAG_BITMASK_READ_ONLY, values},
+        {"read-only and transposed", {4, 3}, {1, 4}, DLPACK_FLAG_BITMASK_READ_ONLY, transposed_values},
+    };
+    for (const auto& tensor_case : cases) {
+        SCOPED_TRACE(tensor_case.name);
+        auto* tensor = Producer::make(to_bytes(values), float64(), tensor_case.shape, tensor_case.strides, &deleted,
+                                      0, 0, tensor_case.flags);
+        tensor->dl_tensor.device = device;
+        const void* data = Producer::data_of(tensor);
+        const int before = deleted;
+        mts_array_t result = {};
+        ASSERT_EQ(mtsarray_from_dlpack(tensor, &result), MTS_SUCCESS) << last_error();
+        mtsarray::Array array(result);
+        EXPECT_EQ(deleted, before + 1) << "the copy releases the producer's tensor right away";
+        EXPECT_NE(array.data(), data);
+        EXPECT_EQ(array.device().device_type, device.device_type);
+        EXPECT_EQ(array.shape(), std::vector<uintptr_t>(tensor_case.shape.begin(), tensor_case.shape.end()));
+        EXPECT_EQ(from_bytes<double>(read_bytes(array)), tensor_case.expected);
+    }
+}
+
 // One limit on the axes for everything (DLPack's int32): an array of many
 // axes that mtsarray makes comes back through its own export.
 TEST(ImportRoundTrip, ManyAxesComeBack) {
