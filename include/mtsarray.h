@@ -77,9 +77,14 @@
  *    replay, as a captured copy from page-locked memory does (write the
  *    next batch into the same host array, then replay); the graph keeps
  *    the source array alive. A capture on a cold pool may page-lock a
- *    buffer for the graph (a host wait, at capture only). HIP graphs can
- *    not keep the source (ROCm 5 has no user objects): there the copy is
- *    refused with an error saying so.
+ *    buffer for the graph (a host wait, at capture only). The graph reads
+ *    the memory the source has at the capture: after swap_axes (which
+ *    gives the array a new buffer) replays still upload the old one.
+ *    Another library's source is read through its export, which must be
+ *    C-contiguous and writable: one that mtsarray must copy first
+ *    (strided, read-only) is refused, as a replay could only upload that
+ *    copy. HIP graphs can not keep the source (ROCm 5 has no user
+ *    objects): there the copy is refused with an error saying so.
  * In every case the arrays must outlive the graph's launches, and both
  * arrays' streams must be the capturing stream or streams in the same
  * capture. A capture never leaves mtsarray's own state (its page-locked
@@ -292,8 +297,10 @@ MTSARRAY_EXPORT mts_status_t mtsarray_data(const mts_array_t* array, void** data
  * Graph capture: a copy between device arrays, or from host memory into a
  * device array, may be captured; a replay copies what the host source holds
  * then (see "CUDA graphs" above). A copy into host memory waits on the host,
- * and a copy between two views of one buffer needs a snapshot: both are
- * refused while the destination's stream captures.
+ * and a copy between two views of one buffer, or from another library's
+ * array whose export mtsarray must copy first (strided or read-only), needs
+ * a snapshot, which a replay would upload again: all are refused while the
+ * destination's stream captures.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_copy_into(const mts_array_t* destination, const mts_array_t* source);
 

@@ -137,7 +137,17 @@ mts_status_t mtsarray_copy_into(const mts_array_t* destination, const mts_array_
         if (is_mtsarray(*source)) {
             copy_into(output, *find_array(source->ptr));
         } else {
-            copy_into(output, *borrow_foreign_array(*source, "source"));
+            const auto borrowed = borrow_foreign_array(*source, "source");
+            if (!borrowed->buffer()->is_external()) {
+                // mtsarray copied the export (strided, read-only): a graph
+                // would replay that copy, never what the source holds then
+                output.memory_backend().check_not_capturing(
+                    output.stream(), "copy_into from another library's array whose export mtsarray must copy "
+                                     "first (strided or read-only: a replay would upload that copy, never what "
+                                     "the source holds then; export it C-contiguous and writable, or copy it into "
+                                     "an mtsarray array that the graph reads)");
+            }
+            copy_into(output, *borrowed);
         }
     });
 }

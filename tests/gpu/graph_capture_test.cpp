@@ -9,8 +9,11 @@
 //    captured copy from page-locked memory does, however often the pool
 //    hands its buffers out between replays: the graph reads only memory it
 //    owns, and keeps the source alive;
-//  - a copy whose source does not outlive the call is refused with a clear
-//    error before anything is queued, leaving the capture valid.
+//  - a copy whose source does not outlive the call, or whose source mtsarray
+//    must copy first (another library's strided or read-only export: a
+//    replay would upload that copy, not what the source holds then), is
+//    refused with a clear error before anything is queued, leaving the
+//    capture valid.
 
 #include <algorithm>
 #include <cstdint>
@@ -30,6 +33,7 @@
 #include "support/backends.hpp"
 #include "support/simulated_device_test.hpp"
 #include "support/simulated_runtime.hpp"
+#include "support/strided_foreign_array.hpp"
 
 using namespace mtsarray_test;
 using mtsarray::detail::Stream;
@@ -225,4 +229,80 @@ TEST_F(CapturedHostCopies, ACopyOfASourceThatDoesNotOutliveTheCallIsRefused) {
         EXPECT_NE(std::string(error.what()).find("can not be captured"), std::string::npos) << error.what();
     }
     EXPECT_NO_THROW(sim::end_capture(stream_, 0)) << lines(sim::capture_invalidations());
+}
+
+// Another library's host array whose export mtsarray must copy before
+// reading it (strided, or read-only): a graph could only replay that copy,
+// made at capture, and never what the source holds at a replay. Refused
+// with an error that says so, the destination untouched, the capture valid;
+// the same copy outside the capture works. A C-contiguous writable export
+// is read in place, and captured.
+TEST_F(CapturedHostCopies, ACopyFromAForeignSourceThatMtsarrayMustCopyIsRefused) {
+    constexpr size_t count = 12;
+    struct Case {
+        const char* name;
+        std::vector<int64_t> shape;
+        std::vector<int64_t> strides;
+        uint64_t flags;
+    };
+    const std::vector<Case> cases = {
+        {"strided", {3, 4}, {1, 3}, 0},
+        {"read-only", {3, 4}, {4, 1}, DLPACK_FLAG_BITMASK_READ_ONLY},
+    };
+    for (const auto& source_case : cases) {
+        SCOPED_TRACE(source_case.name);
+        mts_array_t source = StridedForeignArray::make(float64(), source_case.shape, source_case.strides,
+                                                       to_bytes(std::vector<double>(count, 1.0)),
+                                                       DLDevice{kDLCPU, 0}, source_case.flags);
+        auto* foreign = static_cast<StridedForeignArray*>(source.ptr);
+        auto destination = mtsarray::Array::zeros(gpu0, float64(), {3, 4});
+        destination.set_stream(stream_);
+        const auto before = values_of(destination);
+
+        sim::begin_capture(stream_, 0);
+        reset_last_error();
+        const auto status = mtsarray_copy_into(&destination.get(), &source);
+        sim::Graph graph;
+        ASSERT_NO_THROW(graph = sim::end_capture(stream_, 0)) << lines(sim::capture_invalidations());
+        if (status == MTS_SUCCESS) {
+            // what the graph does at a replay, for the failure message
+            std::memcpy(foreign->storage.data(), to_bytes(std::vector<double>(count, 42.0)).data(), count * 8);
+            sim::launch(graph, stream_, 0);
+            ADD_FAILURE() << "the copy was captured; a replay uploaded " << values_of(destination)[0]
+                          << " where the source holds 42";
+        } else {
+            EXPECT_EQ(status, MTS_CALLBACK_ERROR);
+            EXPECT_NE(last_error().find("mtsarray_copy_into"), std::string::npos) << last_error();
+            EXPECT_NE(last_error().find("can not be captured"), std::string::npos) << last_error();
+            EXPECT_NE(last_error().find("must copy"), std::string::npos) << last_error();
+            EXPECT_EQ(graph.count(sim::NodeKind::host), 0u) << "nothing queued";
+            EXPECT_EQ(values_of(destination), before);
+        }
+        graph = sim::Graph();
+
+        // outside the capture: copied
+        std::memcpy(foreign->storage.data(), to_bytes(std::vector<double>(count, 5.0)).data(), count * 8);
+        EXPECT_EQ(mtsarray_copy_into(&destination.get(), &source), MTS_SUCCESS) << last_error();
+        EXPECT_EQ(values_of(destination), std::vector<double>(count, 5.0));
+        source.destroy(source.ptr);
+    }
+
+    // C-contiguous and writable: read in place at every replay
+    mts_array_t source = StridedForeignArray::make(float64(), {3, 4}, {4, 1}, to_bytes(step_values(count, 1)));
+    auto* foreign = static_cast<StridedForeignArray*>(source.ptr);
+    auto destination = mtsarray::Array::zeros(gpu0, float64(), {3, 4});
+    destination.set_stream(stream_);
+    sim::begin_capture(stream_, 0);
+    EXPECT_EQ(mtsarray_copy_into(&destination.get(), &source), MTS_SUCCESS) << last_error();
+    sim::Graph graph;
+    ASSERT_NO_THROW(graph = sim::end_capture(stream_, 0)) << lines(sim::capture_invalidations());
+    for (int replay = 0; replay < 3; replay++) {
+        const auto batch = step_values(count, 2 + replay);
+        std::memcpy(foreign->storage.data(), batch.data(), count * sizeof(double));
+        sim::launch(graph, stream_, 0);
+        EXPECT_EQ(values_of(destination), batch) << "replay " << replay;
+    }
+    graph = sim::Graph();
+    sim::drain();
+    source.destroy(source.ptr);
 }
