@@ -34,11 +34,18 @@ struct CudaErrors {
     /// point in time after CUDA driver has been unloaded"): it releases
     /// everything itself then, so there is nothing to report.
     static bool is_silent(Status status) noexcept { return status == cudaErrorCudartUnloading; }
-    /// The faults that leave the process "in an inconsistent state and any
-    /// further CUDA work will return the same error" (the Runtime API's words
-    /// for each of them).
+    /// The errors after which, in the Runtime API's words for each of them
+    /// ("Data types used by CUDA Runtime", CUDA 13.0), "the process must be
+    /// terminated and relaunched" to continue using CUDA: the faults of a
+    /// kernel ("This leaves the process in an inconsistent state and any
+    /// further CUDA work will return the same error"), a contained hardware
+    /// error, an error signalled by a device outside CUDA, and the MPS
+    /// server terminating this client. The codes added after CUDA 11 are
+    /// spelled as numbers, so that every toolkit the library builds with
+    /// knows them.
     static bool is_sticky(Status status) noexcept {
-        switch (status) {
+        switch (static_cast<int>(status)) {
+        case 226:  // cudaErrorContained
         case cudaErrorIllegalAddress:
         case cudaErrorLaunchTimeout:
         case cudaErrorAssert:
@@ -47,7 +54,11 @@ struct CudaErrors {
         case cudaErrorMisalignedAddress:
         case cudaErrorInvalidAddressSpace:
         case cudaErrorInvalidPc:
-        case cudaErrorLaunchFailure: return true;
+        case cudaErrorLaunchFailure:
+        case 721:  // cudaErrorTensorMemoryLeak
+        case 810:  // cudaErrorMpsClientTerminated
+        case 911:  // cudaErrorExternalDevice
+            return true;
         default: return false;
         }
     }

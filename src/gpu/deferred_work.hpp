@@ -5,9 +5,11 @@
 //  - after_event: hand memory back to its owner (a wrapped buffer's deleter,
 //    an imported DLPack tensor) once the work recorded before an event is
 //    done; a wait that fails is retried later, never skipped: the memory
-//    may still be read by the device -- but after a device fault (a sticky
-//    error, runtime_error.hpp), which every wait would meet again, the
-//    work is kept and never run, and the fault is reported once;
+//    may still be read by the device (reported on a line per doubling of
+//    the failures in a row, not at every retry) -- but after a device
+//    fault (a sticky error, runtime_error.hpp), which every wait would
+//    meet again, the work is kept and never run, and the fault is
+//    reported once;
 //  - soon: calls that synchronise the device by themselves (allocating and
 //    freeing page-locked or managed memory);
 //  - after_capture: the free of a buffer whose stream is capturing a graph
@@ -137,6 +139,27 @@ private:
         }
     }
 
+    /// A wait that failed with an error that is not a fault: retried every
+    /// 10 ms for as long as it fails, and reported on a bounded number of
+    /// lines whatever the error -- the first failure of a run of failures,
+    /// then the 2nd, 4th, 8th, ... (a line per doubling: about 20 in a day
+    /// of retries). Only the deferred-work thread calls it.
+    void report_failed_wait(const char* what) noexcept {
+        failed_waits_++;
+        if ((failed_waits_ & (failed_waits_ - 1)) != 0) {
+            return;  // not a power of two
+        }
+        if (failed_waits_ == 1) {
+            std::fprintf(stderr, "mtsarray: waiting for a deferred release (will retry): %s\n", what);
+        } else {
+            std::fprintf(stderr,
+                         "mtsarray: waiting for a deferred release (will retry; %llu failed waits in a row, the "
+                         "next line at %llu): %s\n",
+                         static_cast<unsigned long long>(failed_waits_),
+                         static_cast<unsigned long long>(failed_waits_ * 2), what);
+        }
+    }
+
     void run() noexcept {
         RelaxedCaptureMode<Runtime> relaxed;
         std::unique_lock<std::mutex> lock(mutex_);
@@ -172,10 +195,10 @@ private:
                     DeviceFaults<typename Runtime::Errors>::report_once();
                     abandoned = true;
                 } catch (const std::exception& error) {
-                    std::fprintf(stderr, "mtsarray: waiting for a deferred release (will retry): %s\n",
-                                 error.what());
+                    report_failed_wait(error.what());
                 }
                 if (done) {
+                    failed_waits_ = 0;
                     run_reporting(item.work);
                     lock.lock();
                 } else if (abandoned) {
@@ -232,6 +255,7 @@ private:
     std::deque<std::function<void()>> soon_;
     std::deque<CaptureWork> captures_;
     std::deque<EventWork> dropped_;  // releases the runtime's shut-down left undone
+    unsigned long long failed_waits_ = 0;  // in a row, on the deferred-work thread only
 };
 
 }  // namespace gpu

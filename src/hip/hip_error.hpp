@@ -32,6 +32,12 @@ struct HipErrors {
     /// exiting): it releases everything itself, there is nothing to report.
     static bool is_silent(Status status) noexcept { return status == hipErrorDeinitialized; }
     /// A fault in a kernel, after which every call fails (cuda_error.hpp).
+    /// hipError_t (ROCm 5's hip_runtime_api.h, HIP's "HIP error codes"
+    /// reference) has no counterpart of CUDA's other process-fatal errors
+    /// (cudaErrorContained, cudaErrorMpsClientTerminated,
+    /// cudaErrorExternalDevice, cudaErrorTensorMemoryLeak) nor of its finer
+    /// kernel faults (cudaErrorInvalidPc, ...): these four are the kernel
+    /// faults it has.
     static bool is_sticky(Status status) noexcept {
         return status == hipErrorIllegalAddress || status == hipErrorLaunchTimeOut || status == hipErrorAssert ||
                status == hipErrorLaunchFailure;

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -185,5 +186,83 @@ TEST(DeviceFault, OneClearErrorThenEveryCallFailsFastAndNothingRetries) {
         EXPECT_LE(occurrences(printed, "cudaErrorIllegalAddress"), 1u) << printed;
         EXPECT_FALSE(released.load()) << "memory went back to its owner while the device may still use it";
     }
+    sim::destroy_stream(number);
+}
+
+// The process-fatal errors that are no kernel's fault (the MPS server
+// terminated this client; a device outside CUDA signalled an error) are
+// faults too: one clear error naming them, then every call fails fast, and
+// a pending release is not retried.
+TEST(DeviceFault, ProcessFatalErrorsOtherThanAKernelFaultAreFaultsToo) {
+    ASSERT_TRUE(sim::in_use()) << "run with MTSARRAY_TEST_GPU=simulated";
+    const auto& backend = mtsarray::detail::memory_backend(kDLCUDA);
+    for (const auto& [status, name] : {std::pair<sim::Status, std::string>{sim::Status::mps_client_terminated,
+                                                                           "cudaErrorMpsClientTerminated"},
+                                       {sim::Status::external_device, "cudaErrorExternalDevice"}}) {
+        SCOPED_TRACE(name);
+        const int64_t number = sim::create_stream(0);
+        const Stream stream = Stream::parse(gpu0, number);
+        auto array = std::make_unique<mtsarray::Array>(mtsarray::Array::full<double>(gpu0, {16}, 1.0));
+        array->set_stream(number);
+        sim::drain();
+        std::atomic<bool> released{false};
+        {
+            auto gate = sim::hold(number, 0);
+            backend.release_after(stream, [&released] { released = true; });
+            ::testing::internal::CaptureStderr();
+            sim::inject_fault(0, status);
+            gate.open();
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));  // 20 retries at 10 ms, if any
+            const mts_array_t& raw = array->get();
+            mts_array_t copy = {};
+            EXPECT_EQ(raw.copy(raw.ptr, gpu0, &copy), MTS_CALLBACK_ERROR);
+            EXPECT_NE(last_error().find(name), std::string::npos) << last_error();
+            EXPECT_EQ(raw.copy(raw.ptr, gpu0, &copy), MTS_CALLBACK_ERROR);
+            EXPECT_NE(last_error().find("had a fault earlier in this process"), std::string::npos) << last_error();
+            array.reset();
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            const std::string printed = ::testing::internal::GetCapturedStderr();
+            EXPECT_EQ(occurrences(printed, "will retry"), 0u) << printed;
+            EXPECT_FALSE(released.load()) << "memory went back to its owner while the device may still use it";
+            sim::clear_fault();
+            sim::drain();
+        }
+        sim::destroy_stream(number);
+    }
+}
+
+// A wait of the deferred-work thread that keeps failing with an error that
+// is not a fault (here every call of the device fails with
+// cudaErrorInvalidValue) is retried every 10 ms, never skipped, but
+// reported on a bounded number of lines: the first failure, then at
+// doubling counts (2, 4, 8, ...). Once the device answers, the release is
+// made.
+TEST(DeferredRelease, AWaitThatKeepsFailingIsReportedOnAFewLinesNotAtEveryRetry) {
+    ASSERT_TRUE(sim::in_use()) << "run with MTSARRAY_TEST_GPU=simulated";
+    const auto& backend = mtsarray::detail::memory_backend(kDLCUDA);
+    const int64_t number = sim::create_stream(0);
+    const Stream stream = Stream::parse(gpu0, number);
+    std::atomic<bool> released{false};
+    {
+        auto gate = sim::hold(number, 0);
+        backend.release_after(stream, [&released] { released = true; });
+        ::testing::internal::CaptureStderr();
+        sim::inject_fault(0, sim::Status::invalid_value);
+        gate.open();
+        // at most 50 retries: log2(50) + 1 lines at most, however fast the machine
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        sim::clear_fault();
+        const auto start = std::chrono::steady_clock::now();
+        while (!released.load() && std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        const std::string printed = ::testing::internal::GetCapturedStderr();
+        const size_t lines = occurrences(printed, "will retry");
+        EXPECT_GE(lines, 1u) << "the first failure is reported";
+        EXPECT_LE(lines, 6u) << printed;
+        EXPECT_NE(printed.find("cudaErrorInvalidValue"), std::string::npos) << printed;
+        EXPECT_TRUE(released.load()) << "the release was not made once the device answered";
+    }
+    sim::drain();
     sim::destroy_stream(number);
 }

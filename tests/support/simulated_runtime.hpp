@@ -65,6 +65,8 @@ enum class Status {
     host_wait_timeout,
     runtime_unloading,
     illegal_address,
+    mps_client_terminated,
+    external_device,
 };
 
 enum class CaptureMode { global, thread_local_mode, relaxed };
@@ -236,7 +238,8 @@ void reload_runtime();
 size_t calls_after_unload();
 
 /// A sticky fault of `device` (an illegal address in some kernel, by
-/// default): from now on every runtime call there fails with it, the work
+/// default; any other status stands for an error that is not a fault, which
+/// every call meets all the same): from now on every runtime call there fails with it, the work
 /// queued there is dropped, and host waits for it return it (faults.cpp).
 /// clear_fault() forgets it, as a new process would (mtsarray's record of
 /// it included).
@@ -272,7 +275,11 @@ struct SimulatedErrors {
     static const char* description(Status status) noexcept;
     static Status last_error() noexcept;
     static bool is_silent(Status status) noexcept { return status == Status::runtime_unloading; }
-    static bool is_sticky(Status status) noexcept { return status == Status::illegal_address; }
+    /// The process-fatal errors, as CUDA's (faults.cpp).
+    static bool is_sticky(Status status) noexcept {
+        return status == Status::illegal_address || status == Status::mps_client_terminated ||
+               status == Status::external_device;
+    }
 };
 
 /// The traits of src/gpu/gpu_backend.hpp (see there for what each does).

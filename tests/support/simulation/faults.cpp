@@ -22,6 +22,13 @@
 //   error. To continue using CUDA, the process must be terminated and
 //   relaunched"; the same words for cudaErrorLaunchFailure, cudaErrorAssert
 //   and the other faults of a kernel).
+//   The process-fatal errors that are no fault of a kernel follow the same
+//   rule: cudaErrorMpsClientTerminated ("the MPS client has been terminated
+//   by the server. To continue using CUDA, the process must be terminated
+//   and relaunched") and cudaErrorExternalDevice ("an async error has
+//   occurred in a device outside of CUDA ... This leaves the process in an
+//   inconsistent state and any further CUDA work will return the same
+//   error"); inject_fault(device, status) makes each.
 //   inject_fault(device) makes one: from then on every runtime call made
 //   with the device current fails with it, the thread's last error is it
 //   and stays (reading it does not reset it), the work queued on the
@@ -173,6 +180,8 @@ const char* SimulatedErrors::name(Status status) noexcept {
     case Status::host_wait_timeout: return "simulatedHostWaitTimeout";
     case Status::runtime_unloading: return "cudaErrorCudartUnloading";
     case Status::illegal_address: return "cudaErrorIllegalAddress";
+    case Status::mps_client_terminated: return "cudaErrorMpsClientTerminated";
+    case Status::external_device: return "cudaErrorExternalDevice";
     }
     return "unknown";
 }
@@ -195,6 +204,8 @@ const char* SimulatedErrors::description(Status status) noexcept {
     case Status::host_wait_timeout: return "the host waited for a stream held by the test (simulation)";
     case Status::runtime_unloading: return "driver shutting down";
     case Status::illegal_address: return "an illegal memory access was encountered";
+    case Status::mps_client_terminated: return "MPS client terminated";
+    case Status::external_device: return "external device encountered an error";
     }
     return "unknown";
 }
