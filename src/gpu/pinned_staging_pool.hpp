@@ -45,7 +45,14 @@ public:
     using Event = typename Runtime::EventHandle;
     using StreamHandle = typename Runtime::StreamHandle;
 
-    /// Idle bytes kept for reuse; more are freed when the pool grows.
+    /// Idle bytes kept for reuse; more are freed when the pool grows in
+    /// the background (grow_later). A buffer made for a graph
+    /// (acquire_for_graph, during a capture, where freeing page-locked
+    /// memory is forbidden) is added without trimming, and comes back idle
+    /// when its graph is gone: a program that uploads only inside graphs
+    /// keeps, besides this limit, at most the buffers its graphs held at
+    /// one time (later graphs reuse them first). Documented in the guide
+    /// "GPU use inside training loops".
     static constexpr size_t retained_bytes_limit = size_t(64) << 20;
     /// Smallest buffer allocated, so that small uploads share buffers.
     static constexpr size_t min_buffer_bytes = size_t(64) << 10;
