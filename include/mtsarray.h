@@ -33,7 +33,11 @@
  * one exception is a copy between a CUDA and a ROCm device in one process,
  * which goes through the host. When two arrays on different streams meet
  * (move_data, copy), the writing stream first waits for the other's queued
- * work with an event (on the device, not the host).
+ * work with an event (on the device, not the host). A stream belongs to one
+ * device: a stream handle of another device than the array's is an error
+ * wherever a stream is given (set_stream, as_dlpack, tensormap_to). A copy
+ * between two GPUs is queued on the destination's stream after the source's
+ * pending work; the source's stream does not wait for the destination's.
  *
  * **Lifetimes across streams.** Memory is freed (or, for memory you wrapped
  * or imported, handed back to its owner) only after every use queued on it by
@@ -235,7 +239,9 @@ MTSARRAY_EXPORT mts_status_t mtsarray_from_dlpack(DLManagedTensorVersioned* tens
  *
  * Errors (the stream is left as it was): a number that is not valid for
  * the array's device type (CUDA 0, ROCm 1 or 2, anything but -1 on the
- * CPU), an array that is not an mtsarray array. Call it outside graph capture: the new stream
+ * CPU), a stream handle of another device than the array's (the message
+ * names both; CUDA 12.8 or later and ROCm can tell), an array that is not
+ * an mtsarray array. Call it outside graph capture: the new stream
  * waits on an event recorded outside the capture.
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_set_stream(const mts_array_t* array, int64_t stream);

@@ -117,6 +117,7 @@ mts_block_t* block_to(mts_block_t* block, const Stream& stream) {
 mts_tensormap_t* tensormap_to(const mts_tensormap_t* tensor, const Stream& stream) {
     MTSARRAY_EXPECTS(tensor != nullptr, "tensor is NULL");
     check_device_usable(stream.device());
+    memory_backend(stream.device().device_type).check_stream(stream);  // before anything is copied
     // libmetatensor's getters take non-const pointers but only read
     auto* source = const_cast<mts_tensormap_t*>(tensor);
 

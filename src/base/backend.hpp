@@ -52,6 +52,12 @@ public:
     /// At least one device of this backend can be used right now.
     virtual bool available() const noexcept = 0;
 
+    /// Throws Error naming both devices when `stream` (a stream of
+    /// `stream.device()` by its number) is a native handle of another
+    /// device: a stream belongs to the device it was made on. Queues
+    /// nothing. Host devices and the default streams have nothing to check.
+    virtual void check_stream(const Stream& stream) const { (void)stream; }
+
     // allocate / deallocate (Allocator): stream-ordered, on
     // `stream.device()`; a GPU backend serves zero bytes with a valid device
     // address of its own; deallocate reports failures on stderr.
@@ -141,10 +147,11 @@ public:
         (void)source_page_locked;
         copy_from_host(stream, destination, host_source, bytes);
     }
-    /// Copy from another device of this backend, ordered on `stream` (the
-    /// source's work stream).
-    virtual void copy_peer(const Stream& stream, void* destination, DLDevice destination_device,
-                           const void* source, size_t bytes) const = 0;
+    /// Copy from `source_device` (another device of this backend, or the
+    /// same) to `stream`'s device, queued on `stream` (the destination's
+    /// work stream); the caller orders it after the source's writes.
+    virtual void copy_peer(const Stream& stream, void* destination, const void* source, DLDevice source_device,
+                           size_t bytes) const = 0;
 
     /// Makes `waiting` wait (on the device, without blocking the host) for
     /// the work queued so far on `producer`. No-op when they are the same.

@@ -67,6 +67,8 @@ void Array::reject_handle(const void* handle, const char* role) {
 void Array::set_stream(const Stream& stream) {
     MTSARRAY_EXPECTS(same_device(stream.device(), device()),
                      "stream " + stream.describe() + " is not on the array's device");
+    // a handle of another device: refused, and the array keeps its stream
+    memory_backend().check_stream(stream);
     if (stream == stream_) {
         return;
     }

@@ -65,7 +65,20 @@ void Buffer::record_device_use(const Stream& stream) {
     if (stream == release_stream_) {
         return;  // the free is queued behind it anyway
     }
-    auto marker = memory_backend(stream.device().device_type).mark(stream);
+    const Backend& backend = memory_backend(stream.device().device_type);
+    std::shared_ptr<const StreamMarker> marker;
+    try {
+        marker = backend.mark(stream);
+    } catch (...) {
+        // the work is queued and its marker could not be made: wait for it
+        // here, the last resort, or never free the memory
+        try {
+            backend.synchronize(stream);
+        } catch (...) {
+            kept_forever_ = true;
+        }
+        throw;
+    }
     for (auto& use : uses_) {
         if (use.first == stream) {
             // the newest mark covers the older ones; a stream capturing a
@@ -163,6 +176,12 @@ struct GiveBack {
 
 Buffer::~Buffer() {
     // no lock: the last holder is gone, nobody else can reach this buffer
+    if (kept_forever_) {
+        std::fprintf(stderr, "mtsarray: %zu bytes on %s:%d are never freed: work queued on them could not be "
+                             "ordered before the free\n",
+                     bytes_, device_type_name(device_.device_type), device_.device_id);
+        return;
+    }
     if (allocator_ != nullptr && release_stream_.is_none() && uses_.empty()) {
         // host memory (the common case): nothing to wait for
         allocator_->deallocate(release_stream_, data_, bytes_);

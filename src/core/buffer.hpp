@@ -77,7 +77,11 @@ public:
 
     /// Work queued on `stream` so far uses this memory: the free waits for
     /// it. No-op for the release stream itself and for host streams. Called
-    /// after queuing the work. Thread-safe.
+    /// after queuing the work. Thread-safe. When the use can not be
+    /// recorded (the runtime fails to make the marker), the work queued is
+    /// waited for on the host -- or, failing that too, the memory is never
+    /// given back -- and the error is thrown: a failed call never leaves a
+    /// queued read that the free could overtake.
     void record_use(const Stream& stream) {
         if (!stream.is_none()) {  // host work is finished when the call that did it returns
             record_device_use(stream);
@@ -110,6 +114,7 @@ private:
     mutable std::mutex mutex_;  // guards what follows
     Stream release_stream_;
     std::vector<std::pair<Stream, std::shared_ptr<const StreamMarker>>> uses_;
+    bool kept_forever_ = false;  // a use could be neither recorded nor waited for
 };
 
 }  // namespace mtsarray::detail

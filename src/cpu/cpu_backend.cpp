@@ -160,7 +160,7 @@ public:
         copy(Stream::default_for(cpu_device()), destination, host_source, bytes);
     }
 
-    void copy_peer(const Stream&, void* destination, DLDevice, const void* source,
+    void copy_peer(const Stream&, void* destination, const void* source, DLDevice,
                    size_t bytes) const override {
         copy(Stream::default_for(cpu_device()), destination, source, bytes);
     }

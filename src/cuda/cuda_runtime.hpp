@@ -120,6 +120,23 @@ struct CudaRuntime {
         return static_cast<cudaStream_t>(stream.handle());
     }
 
+    /// The device a stream handle (a cudaStream_t, never the legacy or
+    /// per-thread handles) belongs to, or -1 where the runtime can not say.
+    /// Runtime API cudaStreamGetDevice (CUDA 12.8): "Returns in *device the
+    /// device of the stream". Older runtimes have only the driver's
+    /// cuStreamGetCtx; there mtsarray leaves the check to the first call
+    /// that fails on the stream (an event record does).
+    static int stream_device(StreamHandle stream) {
+#if CUDART_VERSION >= 12080
+        int device = -1;
+        MTSARRAY_CUDA_CHECK(cudaStreamGetDevice(stream, &device));
+        return device;
+#else
+        (void)stream;
+        return -1;
+#endif
+    }
+
     /// A non-blocking stream of the current device, for mtsarray's own
     /// work (never destroyed: it serves the device for the process).
     static StreamHandle create_stream() {

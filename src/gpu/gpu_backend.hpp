@@ -102,6 +102,35 @@ public:
     void check_device(DLDevice device) const override { devices_.check_device(device); }
     bool available() const noexcept override { return devices_.available(); }
 
+    /// A stream belongs to one device (cudaStreamGetDevice,
+    /// hipStreamGetDevice: the rule is modelled in the tests' simulation,
+    /// tests/support/simulation/streams.cpp): a handle of another device
+    /// than the array's would queue the array's work on that device, where
+    /// its kernels and events fail half-way through a call. The default
+    /// streams are resolved on the array's own device and need no check;
+    /// nor does a stream capturing a graph, whose device query some drivers
+    /// refuse (invalidating the capture): its first event record fails.
+    void check_stream(const Stream& stream) const override {
+        if (stream.device().device_type != Runtime::device_type || !stream.is_handle()) {
+            return;
+        }
+        check_device(stream.device());
+        const StreamHandle handle = Runtime::native_stream(stream);
+        if (Runtime::capture_state(handle).active) {
+            return;
+        }
+        const int owner = Runtime::stream_device(handle);
+        if (owner < 0 || owner == stream.device().device_id) {
+            return;
+        }
+        DLDevice owner_device = stream.device();
+        owner_device.device_id = owner;
+        throw Error("stream " + std::to_string(stream.number()) + " is a stream of " + describe(owner_device) +
+                    ", not of " + describe(stream.device()) +
+                    ": a stream belongs to the device it was created on; use a stream of " +
+                    describe(stream.device()) + " (for PyTorch, torch.cuda.current_stream(device))");
+    }
+
     // ---- memory -----------------------------------------------------------
 
     void* allocate(const Stream& stream, size_t bytes) const override {
@@ -114,16 +143,19 @@ public:
         // page-locked and managed allocations synchronise the device (a host
         // wait, the price of such memory), and are potentially unsafe calls
         // that must not break another thread's capture
+        // (in the context of a device the program uses: host_memory_device)
         if (device.device_type == Runtime::pinned_host_type) {
+            DeviceGuard<Runtime> guard(devices_.host_memory_device(Runtime::current_device()));
             RelaxedCaptureMode<Runtime> relaxed;
             return Runtime::allocate_pinned(bytes);
         }
-        DeviceGuard<Runtime> guard(device.device_id);
         if (device.device_type == Runtime::device_type) {
+            DeviceGuard<Runtime> guard(device.device_id);
             const StreamHandle handle = Runtime::native_stream(stream);
             StreamOrderedPool<Runtime>& memory = device_state(device.device_id).memory;
             return bytes == 0 ? memory.zero_size_allocation(handle) : memory.allocate(bytes, handle);
         }
+        DeviceGuard<Runtime> guard(devices_.host_memory_device(device.device_id));
         RelaxedCaptureMode<Runtime> relaxed;
         return Runtime::allocate_managed(bytes);
     }
@@ -145,11 +177,14 @@ public:
             }
             // Freeing page-locked or managed memory synchronises the device:
             // done on the deferred-work thread, never the caller's. (The CPU
-            // computes on this memory; the host work is done by now.)
+            // computes on this memory; the host work is done by now.) In the
+            // context of a device the program uses, never one woken for it.
             const bool pinned = device.device_type == Runtime::pinned_host_type;
             const int device_id = device.device_id;
-            deferred_.soon([data, pinned, device_id]() {
-                DeviceGuard<Runtime> guard(device_id);
+            const GpuDevices<Runtime>* devices = &devices_;
+            deferred_.soon([data, pinned, device_id, devices]() {
+                DeviceGuard<Runtime> guard(
+                    devices->host_memory_device(pinned ? Runtime::current_device() : device_id));
                 if (pinned) {
                     Runtime::free_pinned(data);
                 } else {
@@ -432,27 +467,28 @@ public:
         release_after(stream, [owner = std::move(source_owner)]() mutable { owner.reset(); });
     }
 
-    void copy_peer(const Stream& stream, void* destination, DLDevice destination_device, const void* source,
+    void copy_peer(const Stream& stream, void* destination, const void* source, DLDevice source_device,
                    size_t bytes) const override {
         const StreamHandle handle = device_stream(stream, "copy_peer");
         fault_injection::check("copy_peer");
-        MTSARRAY_EXPECTS(destination_device.device_type == Runtime::device_type,
-                         std::string("copy_peer: the destination is ") +
-                             device_type_name(destination_device.device_type) + " memory, not " +
-                             device_type_name(Runtime::device_type));
-        check_device(destination_device);
+        MTSARRAY_EXPECTS(source_device.device_type == Runtime::device_type,
+                         std::string("copy_peer: the source is ") + device_type_name(source_device.device_type) +
+                             " memory, not " + device_type_name(Runtime::device_type));
+        check_device(source_device);
         if (bytes == 0) {
             return;
         }
-        const int source_device = stream.device().device_id;
-        DeviceGuard<Runtime> guard(source_device);
-        if (destination_device.device_id == source_device) {
+        // queued on the destination's stream, under its device: the source
+        // device's own queue never waits for the destination's
+        const int destination_device = stream.device().device_id;
+        DeviceGuard<Runtime> guard(destination_device);
+        if (source_device.device_id == destination_device) {
             Runtime::copy_device_to_device_async(destination, source, bytes, handle);
         } else {
             // Not a plain device-to-device copy: memory from stream-ordered
             // pools is only reachable from another device through the peer
             // copy, which also works without peer access enabled.
-            Runtime::copy_peer_async(destination, destination_device.device_id, source, source_device, bytes,
+            Runtime::copy_peer_async(destination, destination_device, source, source_device.device_id, bytes,
                                      handle);
         }
     }

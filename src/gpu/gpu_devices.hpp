@@ -65,6 +65,30 @@ public:
         return state;
     }
 
+    /// The device whose context a page-locked or managed allocation (or
+    /// free) is made in: the runtime makes these in the current device's
+    /// context, and a device without one would get one (hundreds of MiB on
+    /// a GPU the program never chose: every MPI rank on GPU 0). `preferred`
+    /// when it has a context, else the current device when it has one, else
+    /// the first device that has one, else `preferred`. Page-locked memory is
+    /// allocated portable (every context sees it as page-locked) and managed
+    /// memory is global, so any context serves them and may free them.
+    int host_memory_device(int preferred) const {
+        if (Runtime::device_active(preferred)) {
+            return preferred;
+        }
+        const int current = Runtime::current_device();
+        if (Runtime::device_active(current)) {
+            return current;
+        }
+        for (int device = 0; device < probe().count; device++) {
+            if (Runtime::device_active(device)) {
+                return device;
+            }
+        }
+        return preferred;
+    }
+
     /// The thread that does the host work waiting for the devices.
     DeferredWork<Runtime>& deferred() const noexcept { return deferred_; }
 

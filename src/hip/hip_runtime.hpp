@@ -114,6 +114,22 @@ struct HipRuntime {
         return static_cast<hipStream_t>(stream.handle());
     }
 
+    /// The device a stream handle (a hipStream_t, never the default
+    /// stream) belongs to, or -1 where the runtime can not say. HIP Runtime
+    /// API hipStreamGetDevice (ROCm 6; absent from ROCm 5.2): "Gets the
+    /// device associated with the stream". Older runtimes leave the check
+    /// to the first call that fails on the stream.
+    static int stream_device(StreamHandle stream) {
+#if HIP_VERSION >= 60000000
+        hipDevice_t device = -1;
+        MTSARRAY_HIP_CHECK(hipStreamGetDevice(stream, &device));
+        return static_cast<int>(device);
+#else
+        (void)stream;
+        return -1;
+#endif
+    }
+
     /// A non-blocking stream of the current device, for mtsarray's own
     /// work (never destroyed: it serves the device for the process).
     static StreamHandle create_stream() {

@@ -114,6 +114,7 @@ DLManagedTensorVersioned* as_dlpack(const Array& array, DLDevice device, const i
     // the consumer's stream lives on the device it asked for
     const Stream consumer = stream == nullptr ? Stream::default_for(device)
                                               : Stream::parse(device, *stream, /*allow_none=*/true);
+    memory_backend(device.device_type).check_stream(consumer);
 
     if (same_device(device, array.device())) {
         // zero-copy: the consumer's stream waits for the array's work (an

@@ -13,7 +13,7 @@ namespace mtsarray::detail {
 
 
 void transfer(void* destination, const Stream& destination_stream, const void* source,
-              const Stream& source_stream, size_t bytes, std::shared_ptr<const void> source_owner) {
+              const Stream& source_stream, size_t bytes, const std::shared_ptr<Buffer>& source_buffer) {
     if (bytes == 0) {
         return;
     }
@@ -28,7 +28,7 @@ void transfer(void* destination, const Stream& destination_stream, const void* s
     }
     if (source_on_host) {
         memory_backend(destination_type)
-            .copy_from_host_keeping(destination_stream, destination, source, bytes, std::move(source_owner),
+            .copy_from_host_keeping(destination_stream, destination, source, bytes, source_buffer,
                                     source_type != kDLCPU);
         return;
     }
@@ -41,12 +41,17 @@ void transfer(void* destination, const Stream& destination_stream, const void* s
     }
     const auto& destination_backend = memory_backend(destination_type);
     if (&source_backend == &destination_backend) {
-        // same runtime: a device-to-device (or peer) copy on the source's
-        // stream, after the destination's stream-ordered allocation and the
-        // source's own work; then the destination's stream waits for it
-        source_backend.wait(source_stream, destination_stream);
-        source_backend.copy_peer(source_stream, destination, destination_stream.device(), source, bytes);
+        // same runtime: a device-to-device (or peer) copy queued on the
+        // destination's stream (after the destination's stream-ordered
+        // allocation, already there), once the source's pending writes are
+        // done: an event recorded on the source's stream, waited for by the
+        // destination's. The source's stream never waits for the
+        // destination's queue: stage k of a pipeline hands its output to
+        // stage k + 1 and goes on at once.
         destination_backend.wait(destination_stream, source_stream);
+        destination_backend.copy_peer(destination_stream, destination, source, source_stream.device(), bytes);
+        // read on the destination's stream: the source is freed after that
+        source_buffer->record_use(destination_stream);
         return;
     }
     // Two different GPU runtimes (CUDA <-> ROCm in one process) only meet
@@ -73,6 +78,9 @@ std::unique_ptr<Array> copy_to_device(const Array& source, DLDevice device, cons
     const Stream target = stream != nullptr ? *stream : same ? source.stream() : Stream::default_for(device);
     MTSARRAY_EXPECTS(same_device(target.device(), device),
                      "stream " + target.describe() + " is not a stream of " + describe(device));
+    if (stream != nullptr) {
+        memory_backend(device.device_type).check_stream(target);  // an array's own stream was checked when set
+    }
     auto copy = Array::allocate(source.dtype(), source.shape(), target);
     const auto mirror = source.host_mirror();
 

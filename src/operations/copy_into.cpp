@@ -40,16 +40,24 @@ void copy_into(Array& destination, const Array& source) {
             memory.check_not_capturing(stream, "copy_into between overlapping arrays (through a snapshot)");
             auto snapshot = Buffer::allocate(stream, bytes);
             compute.copy(stream, snapshot->data(), source.data(), bytes);
-            compute.copy(stream, destination.data(), snapshot->data(), bytes);
+            try {
+                compute.copy(stream, destination.data(), snapshot->data(), bytes);
+            } catch (...) {
+                // the source's read is queued: recorded all the same, so
+                // that its memory is not freed before it
+                source.buffer()->record_use(stream);
+                throw;
+            }
         }
         // read on the destination's stream: the source's memory must not be
         // freed on its own stream before that read
         source.buffer()->record_use(stream);
     } else {
         // host <-> device, device <-> device of one runtime (peer), or two
-        // runtimes through the host: transfer() orders each side after its
-        // stream's pending work, and only a pageable host side waits
-        // (a device source is read on its own stream; a page-locked or
+        // runtimes through the host: transfer() queues the copy on the
+        // destination's stream after the source's pending work, and only a
+        // pageable host side waits (a device source is read on the
+        // destination's stream and freed after that read; a page-locked or
         // managed one straight from its buffer, kept alive until read)
         transfer(destination.data(), stream, source.data(), source.stream(), bytes, source.buffer());
     }

@@ -36,11 +36,13 @@ std::shared_ptr<Buffer> host_copy(const void* data, size_t bytes);
 /// copy.cpp: copies `bytes` bytes from `source` (on `source_stream`'s
 /// device) to `destination` (on `destination_stream`'s device) whatever the
 /// two devices are. On return, host destinations hold the data; device
-/// destinations have it queued on `destination_stream`. `source_owner` keeps
-/// a host source alive until a device copy has read it, so that the copy
-/// neither waits nor stages twice.
+/// destinations have it queued on `destination_stream`, after the source's
+/// pending work, the source's stream waiting for nothing. `source_buffer`
+/// (the source's memory) stays alive until a device copy has read a host
+/// source, so that the copy neither waits nor stages twice, and a device
+/// source read on `destination_stream` is freed only after that read.
 void transfer(void* destination, const Stream& destination_stream, const void* source,
-              const Stream& source_stream, size_t bytes, std::shared_ptr<const void> source_owner);
+              const Stream& source_stream, size_t bytes, const std::shared_ptr<Buffer>& source_buffer);
 
 /// move_data.cpp
 void move_data(Array& output, const Array& input, const mts_data_movement_t* movements, size_t count);

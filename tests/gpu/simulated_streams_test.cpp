@@ -612,6 +612,44 @@ TEST_P(SimulatedStreams, OnlyTheDevicesUsedGetAContext) {
     EXPECT_EQ(contexts, std::vector<int>{1});
 }
 
+// Page-locked and managed memory are allocated and freed (the free on the
+// deferred-work thread) in the context of a device the program uses: a
+// thread that uses only device 1 -- whether it chose it with
+// cudaSetDevice(1) or never chose a device -- leaves no context on device 0
+// (the staged MPI path makes page-locked arrays on every rank).
+TEST_P(SimulatedStreams, HostMemoryOfTheGpuMakesNoContextOnAnUnusedDevice) {
+    if (GetParam() != StreamKind::legacy) {
+        GTEST_SKIP() << "arrays on their default stream: tested once";
+    }
+    if (!without_a_second_device().empty()) {
+        GTEST_SKIP() << without_a_second_device();
+    }
+    for (const bool chose_device_1 : {true, false}) {
+        for (const DLDeviceType type : {kDLCUDAHost, kDLCUDAManaged}) {
+            std::vector<int> contexts;
+            std::thread([&] {
+                sim::forget_contexts();
+                if (chose_device_1) {
+                    sim::set_device(1);
+                }
+                {
+                    auto array = mtsarray::Array::full<double>(gpu1, {4}, 1.5);
+                    auto host = array.copy(DLDevice{type, 0});
+                    auto back = host.copy(gpu1);
+                    auto made_there = mtsarray::Array::full<double>(DLDevice{type, 0}, {4}, 2.5);
+                    EXPECT_EQ(values_of(back), std::vector<double>(4, 1.5));
+                    EXPECT_EQ(values_of(made_there), std::vector<double>(4, 2.5));
+                }
+                sim::drain();  // the frees ran, on the deferred-work thread
+                contexts = sim::contexts();
+            }).join();
+            EXPECT_EQ(contexts, std::vector<int>{1})
+                << (type == kDLCUDAHost ? "page-locked" : "managed") << " memory, from a thread that "
+                << (chose_device_1 ? "called cudaSetDevice(1)" : "never chose a device");
+        }
+    }
+}
+
 // Managed memory takes CUDA stream numbers, with the CUDA rules.
 TEST_P(SimulatedStreams, ManagedMemoryExportsToCudaStreams) {
     const DLDevice managed = {kDLCUDAManaged, 0};

@@ -246,6 +246,13 @@ size_t calls_after_unload();
 void inject_fault(int device, Status status = Status::illegal_address);
 void clear_fault();
 
+/// Makes the calling thread's (calls + 1)-th runtime call from now fail
+/// once with `status`, a failure that is not sticky (faults.cpp): a test
+/// fails each step of an operation in turn. calls < 0 disarms.
+void fail_call_after(int64_t calls, Status status = Status::invalid_value);
+/// Whether the failure armed by fail_call_after has not happened yet.
+bool call_failure_pending();
+
 /// Whose error rules the simulation follows where CUDA and ROCm differ
 /// (faults.cpp): MTSARRAY_SIM_FLAVOUR=hip, or set_flavour; returns the
 /// previous one.
@@ -311,6 +318,7 @@ struct SimulatedRuntime {
     static void restore_device(int device) noexcept;
     static bool device_active(int device) noexcept;
     static StreamHandle native_stream(const mtsarray::detail::Stream& stream);
+    static int stream_device(StreamHandle stream);
 
     struct CaptureState {
         bool active;

@@ -34,6 +34,11 @@
 //   and stays (reading it does not reset it), the work queued on the
 //   device's streams is dropped, and a host wait for one of them, under way
 //   or later, returns it. clear_fault() stands for a new process.
+// Failing calls (a test control, no rule of CUDA's): any runtime call may
+//   fail, with an error that is not sticky (cudaErrorInvalidValue, say).
+//   fail_call_after(k) makes the calling thread's (k + 1)-th runtime call
+//   from now fail once, so that a test can fail every step of a call in
+//   turn and check what each failure leaves behind.
 // Process teardown (Runtime API, "Data types used by CUDA Runtime":
 //   cudaErrorCudartUnloading, a call "being called during process shut down,
 //   at a point in time after CUDA driver has been unloaded").
@@ -99,7 +104,23 @@ Status fault_of(int device) {
     return static_cast<Status>(simulator().fault[device].load(std::memory_order_acquire));
 }
 
+namespace {
+// calls of this thread that still pass before one fails; < 0: none armed
+thread_local int64_t calls_before_failure = -1;
+thread_local Status failure_status = Status::invalid_value;
+}  // namespace
+
+void fail_call_after(int64_t calls, Status status) {
+    calls_before_failure = calls;
+    failure_status = status;
+}
+
+bool call_failure_pending() { return calls_before_failure >= 0; }
+
 void refuse_unusable_runtime(const char* call) {
+    if (calls_before_failure >= 0 && calls_before_failure-- == 0) {
+        fail(failure_status, call);
+    }
     if (simulator().unloaded.load(std::memory_order_acquire)) {
         simulator().calls_after_unload.fetch_add(1);
         fail(Status::runtime_unloading, call);

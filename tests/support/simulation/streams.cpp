@@ -35,6 +35,16 @@
 //   host; a stream wait makes later work of the waiting stream wait for the
 //   recorded work, across devices too. An event is recorded on a stream of
 //   its own device (cudaErrorInvalidResourceHandle otherwise).
+// The device of a stream (Runtime API cudaStreamGetDevice, CUDA 12.8:
+//   "Returns in *device the device of the stream"; HIP Runtime API
+//   hipStreamGetDevice: "Gets the device associated with the stream").
+//   A stream belongs to the device that was current when it was made, for
+//   its whole life; stream_device() says which, for any thread, whatever
+//   device is current. The legacy and per-thread handles name a stream of
+//   the current device; a destroyed stream is a violation, as below. A
+//   kernel, a memset or an event record on a stream of another device than
+//   the current one fails with cudaErrorInvalidResourceHandle (devices.cpp,
+//   and record_event below).
 // Stream ownership (Runtime API cudaStreamDestroy).
 //   A stream destroyed by its owner (destroy_stream) may not be named
 //   again: any call on it is a violation, and fails the running test.
@@ -484,6 +494,16 @@ SimulatedRuntime::StreamHandle SimulatedRuntime::native_stream(const mtsarray::d
     MTSARRAY_EXPECTS(stream.is_handle(),
                      "stream number " + std::to_string(stream.number()) + " does not name a CUDA stream");
     return static_cast<StreamHandle>(stream.handle());
+}
+
+int SimulatedRuntime::stream_device(StreamHandle handle) {
+    sim::refuse_unusable_runtime("cudaStreamGetDevice");
+    std::lock_guard<std::mutex> lock(simulator().mutex);
+    const sim::StreamState* stream = sim::resolve_locked(handle);
+    if (stream == nullptr) {
+        sim::fail(Status::invalid_resource_handle, "cudaStreamGetDevice");
+    }
+    return stream->device;
 }
 
 SimulatedRuntime::StreamHandle SimulatedRuntime::create_stream() {
