@@ -164,6 +164,17 @@ extern "C" {
  * Linux for transparent huge pages; MTSARRAY_HUGE_PAGES=0 turns that off, and
  * any value other than 0 or 1 makes their allocation fail
  * (docs/guides/host-threads.md).
+ *
+ * \param device where the array lives (`kDLCPU`, `kDLCUDA`, `kDLROCM`, ...)
+ * \param dtype its elements' type (`{kDLFloat, 64, 1}`: float64)
+ * \param shape `shape_count` sizes, the first axis first
+ * \param shape_count the number of axes
+ * \param[out] array the new array, the caller's: release it with its
+ *        `destroy`, or hand it to libmetatensor, which does
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`; `*array` is untouched then
+ *
+ * Used in: [Quick start in C, step 1](../guides/quick-start-c.html#arrays-on-a-device).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_zeros(DLDevice device, DLDataType dtype,
                                             const uintptr_t* shape, uintptr_t shape_count,
@@ -174,6 +185,17 @@ MTSARRAY_EXPORT mts_status_t mtsarray_zeros(DLDevice device, DLDataType dtype,
  * of `dtype` (its bytes are copied before the call returns). The fill is
  * queued on the device's default stream; the call does not wait for it.
  * Errors and graph capture: as `mtsarray_zeros`, and a NULL `value`.
+ *
+ * \param device where the array lives, as in `mtsarray_zeros`
+ * \param dtype its elements' type
+ * \param shape `shape_count` sizes, the first axis first
+ * \param shape_count the number of axes
+ * \param value a host pointer to one element of `dtype`
+ * \param[out] array the new array, the caller's
+ * \return `MTS_SUCCESS`, or an error status with its message in
+ *         `mts_last_error`
+ *
+ * Used in: [Arrays, devices and ownership](../guides/arrays.html#making-arrays).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_full(DLDevice device, DLDataType dtype,
                                            const uintptr_t* shape, uintptr_t shape_count,
@@ -193,6 +215,20 @@ MTSARRAY_EXPORT mts_status_t mtsarray_full(DLDevice device, DLDataType dtype,
  * it. Nothing is queued or allocated, so it may be called during a graph
  * capture. Errors: unsupported dtype, a backend not compiled in or without
  * a device, NULL `data` for a non-empty array, NULL `array`.
+ *
+ * \param data the first element, on `device`; the caller's memory
+ * \param device where the array lives, as in `mtsarray_zeros`
+ * \param dtype its elements' type
+ * \param shape `shape_count` sizes, the first axis first
+ * \param shape_count the number of axes
+ * \param deleter called once with `context` when nothing uses `data` any
+ *        more, or NULL
+ * \param context passed to `deleter`
+ * \param[out] array the new array, the caller's
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Quick start in C, step 2](../guides/quick-start-c.html#memory-you-own-without-a-copy).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_wrap(void* data, DLDevice device, DLDataType dtype,
                                            const uintptr_t* shape, uintptr_t shape_count,
@@ -214,6 +250,13 @@ MTSARRAY_EXPORT mts_status_t mtsarray_wrap(void* data, DLDevice device, DLDataTy
  * capture; a zero-copy import queues nothing. Errors: NULL arguments, a
  * version.major other than 1, an unsupported dtype or device, a shape or
  * strides that do not fit the data, out of memory.
+ *
+ * \param tensor a DLPack tensor; mtsarray owns it from this call on
+ * \param[out] array the new array, the caller's
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Arrays, devices and ownership: DLPack in](../guides/arrays.html#dlpack-in).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_from_dlpack(DLManagedTensorVersioned* tensor,
                                                   mts_array_t* array);
@@ -232,6 +275,13 @@ MTSARRAY_EXPORT mts_status_t mtsarray_from_dlpack(DLManagedTensorVersioned* tens
  * the array's device type (CUDA 0, ROCm 1 or 2, anything but -1 on the
  * CPU), an array that is not an mtsarray array. Call it outside graph capture: the new stream
  * waits on an event recorded outside the capture.
+ *
+ * \param array an mtsarray array
+ * \param stream a DLPack stream number for the array's device type
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Streams](../guides/streams.html#stream-numbers).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_set_stream(const mts_array_t* array, int64_t stream);
 
@@ -248,6 +298,12 @@ MTSARRAY_EXPORT mts_status_t mtsarray_get_stream(const mts_array_t* array, int64
  * Errors: not an mtsarray array, a device error reported by the runtime,
  * and a stream that is capturing a graph (its work runs when the graph is
  * launched: the host can not wait for it).
+ *
+ * \param array an mtsarray array
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Streams](../guides/streams.html#when-two-streams-meet).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_synchronize(const mts_array_t* array);
 
@@ -294,6 +350,13 @@ MTSARRAY_EXPORT mts_status_t mtsarray_data(const mts_array_t* array, void** data
  * then (see "CUDA graphs" above). A copy into host memory waits on the host,
  * and a copy between two views of one buffer needs a snapshot: both are
  * refused while the destination's stream captures.
+ *
+ * \param destination an mtsarray array, written
+ * \param source any `mts_array_t` of the same dtype and shape, read
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Quick start in C, step 4](../guides/quick-start-c.html#reading-the-result).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_copy_into(const mts_array_t* destination, const mts_array_t* source);
 
@@ -345,6 +408,16 @@ typedef struct mtsarray_move_plan_t mtsarray_move_plan_t;
  * the environment (host memory), out of host memory, and a stream of
  * `output` that is capturing a graph (on a GPU the table is uploaded on
  * that stream: make plans before capturing).
+ *
+ * \param output an mtsarray array the plan will write into
+ * \param input any `mts_array_t` the plan will read from
+ * \param movements `movements_count` movements, as move_data's
+ * \param movements_count the number of movements
+ * \param[out] plan the new plan, the caller's (`mtsarray_move_plan_free`)
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [move_data and movement plans](../guides/move-data.html#movement-plans).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_create(const mts_array_t* output, const mts_array_t* input,
                                                       const mts_data_movement_t* movements,
@@ -377,6 +450,14 @@ MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_create(const mts_array_t* output
  * does not accept (another dtype, device, component axes or properties,
  * too few samples), an input whose export fails, an invalid thread count in
  * the environment.
+ *
+ * \param plan a plan of `mtsarray_move_plan_create`
+ * \param output an mtsarray array the plan accepts, written
+ * \param input an array the plan accepts, read
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [move_data and movement plans](../guides/move-data.html#movement-plans).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_execute(const mtsarray_move_plan_t* plan, const mts_array_t* output,
                                                        const mts_array_t* input);
@@ -393,6 +474,10 @@ MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_execute(const mtsarray_move_plan
  * Errors: a plan already freed, or anything that is not a plan (see the
  * handles above); nothing is freed then. Of several threads freeing one
  * plan at once, exactly one frees it and the others get this error.
+ *
+ * \param plan a plan of `mtsarray_move_plan_create`, or NULL
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_free(mtsarray_move_plan_t* plan);
 
@@ -411,6 +496,14 @@ MTSARRAY_EXPORT mts_status_t mtsarray_is_mtsarray(const mts_array_t* array, bool
  * (kDLCUDAHost, kDLCUDAManaged, kDLROCMHost) follow their GPU backend.
  * For a GPU device type this asks the runtime whether it has a device.
  * Host only, queues nothing. Errors: NULL `available`.
+ *
+ * \param device_type the kind of device (`kDLCUDA`, `kDLROCM`, ...)
+ * \param[out] available whether mtsarray can make arrays there
+ * \return `MTS_SUCCESS`, or an error status with its message in
+ *         `mts_last_error`; `mtsarray_backend_unavailable_reason` says why
+ *         a backend is not available
+ *
+ * Used in: [Quick start in C, the helpers](../guides/quick-start-c.html#the-includes-and-the-helpers).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_backend_available(DLDeviceType device_type,
                                                         bool* available);
