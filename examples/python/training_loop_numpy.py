@@ -144,5 +144,3 @@ else:
     axes.set_ylabel("mean squared error")
     axes.set_title("A linear model trained on batches gathered by mtsarray")
     figure.tight_layout()
-    if "sphinx_gallery" not in sys.modules:
-        plt.close(figure)  # run as a script: nothing to show
