@@ -289,6 +289,11 @@ MTSARRAY_EXPORT mts_status_t mtsarray_set_stream(const mts_array_t* array, int64
  * Get the DLPack stream number of the array's work stream in `*stream` (-1
  * on the CPU and for managed memory). Host only: queues nothing, may be
  * called at any time. Errors: NULL arguments, not an mtsarray array.
+ *
+ * \param array an mtsarray array
+ * \param[out] stream its work stream's DLPack number
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_get_stream(const mts_array_t* array, int64_t* stream);
 
@@ -315,6 +320,11 @@ MTSARRAY_EXPORT mts_status_t mtsarray_synchronize(const mts_array_t* array);
  * own stream after the array's work stream before reading. Host only:
  * queues nothing, may be called at any time. Errors: NULL arguments, not an
  * mtsarray array.
+ *
+ * \param array an mtsarray array
+ * \param[out] data the address of its first element, on its device
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_data(const mts_array_t* array, void** data);
 
@@ -486,6 +496,11 @@ MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_free(mtsarray_move_plan_t* plan)
  * including the borrowed views libmetatensor hands out (destroy = NULL).
  * The handle is looked up without being read; host only, may be called at
  * any time. Errors: NULL arguments.
+ *
+ * \param array any `mts_array_t`
+ * \param[out] result whether mtsarray made it
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_is_mtsarray(const mts_array_t* array, bool* result);
 
@@ -513,6 +528,11 @@ MTSARRAY_EXPORT mts_status_t mtsarray_backend_available(DLDeviceType device_type
  * message owned by mtsarray (valid until the program ends), or "" when it is
  * available. Never fails: a device type no backend serves gets a message
  * saying so.
+ *
+ * \param device_type the kind of device (`kDLCUDA`, `kDLROCM`, ...)
+ * \return the reason, or "" when the backend is available
+ *
+ * Used in: [Errors and troubleshooting](../guides/errors.html).
  */
 MTSARRAY_EXPORT const char* mtsarray_backend_unavailable_reason(DLDeviceType device_type);
 
@@ -532,6 +552,15 @@ MTSARRAY_EXPORT const char* mtsarray_backend_unavailable_reason(DLDeviceType dev
  * for `device`, a backend not compiled in or without a device, a dtype
  * mtsarray does not store, an array whose export fails, out of memory, and
  * a `stream` that is capturing a graph (the call makes new arrays).
+ *
+ * \param tensor a TensorMap, read
+ * \param device where the new TensorMap's arrays live
+ * \param stream a DLPack stream number for `device` the arrays work on
+ * \param[out] result the new TensorMap, the caller's (`mts_tensormap_free`)
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Arrays, devices and ownership](../guides/arrays.html).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_tensormap_to(const mts_tensormap_t* tensor, DLDevice device,
                                                    int64_t stream, mts_tensormap_t** result);
@@ -565,6 +594,13 @@ typedef struct mtsarray_allocator_t {
  * through it with this. Errors: another device type, NULL functions, the
  * backend not compiled in. Arrays made before the call keep their memory
  * from the allocator that made it. Call it outside graph capture.
+ *
+ * \param device_type the GPU device type whose memory the allocator makes
+ * \param allocator the callbacks, copied; NULL for mtsarray's own pool
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [GPU use inside training loops: memory](../guides/training-loops.html#memory).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_set_allocator(DLDeviceType device_type,
                                                     const mtsarray_allocator_t* allocator);
@@ -587,6 +623,12 @@ MTSARRAY_EXPORT mts_status_t mtsarray_set_allocator(DLDeviceType device_type,
  * keeps back and tries once more; if that fails too the error says so
  * (out of memory, with the sizes). Memory another library keeps cached is
  * that library's to give back (torch.cuda.empty_cache()).
+ *
+ * \param device the GPU whose pool gives its cached memory back
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [GPU use inside training loops: memory](../guides/training-loops.html#memory).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_release_cached_memory(DLDevice device);
 
@@ -603,10 +645,23 @@ MTSARRAY_EXPORT mts_status_t mtsarray_release_cached_memory(DLDevice device);
  * memory already cached too. No-op for the CPU; `mtsarray_get_release_threshold`
  * answers 0 there. Errors: a device that can not be used (`bytes` NULL for
  * the getter).
+ *
+ * \param device the GPU whose pool this sets
+ * \param bytes how much freed memory the pool may keep
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [GPU use inside training loops: memory](../guides/training-loops.html#memory).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_set_release_threshold(DLDevice device, uint64_t bytes);
 
-/** The release threshold of `device` (see `mtsarray_set_release_threshold`), in `*bytes`. */
+/**
+ * The release threshold of `device` (see `mtsarray_set_release_threshold`), in `*bytes`.
+ *
+ * \param device the GPU whose pool this reads (0 for the CPU)
+ * \param[out] bytes the threshold
+ * \return `MTS_SUCCESS`, or an error status with its message in `mts_last_error`
+ */
 MTSARRAY_EXPORT mts_status_t mtsarray_get_release_threshold(DLDevice device, uint64_t* bytes);
 
 /**
@@ -658,6 +713,12 @@ MTSARRAY_EXPORT mts_status_t mtsarray_get_release_threshold(DLDevice device, uin
  * Its pool starts again when work needs it. GPU arrays are not usable in
  * the child (the GPU runtimes do not support it).
  * Errors: `count` < 1 or `count` > 4096.
+ *
+ * \param count the number of threads, the calling one included
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Host threads](../guides/host-threads.html).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_set_num_threads(int32_t count);
 
@@ -666,6 +727,12 @@ MTSARRAY_EXPORT mts_status_t mtsarray_set_num_threads(int32_t count);
  * `mtsarray_set_num_threads`), in `*count`. Reads the environment the first
  * time. Errors: `count` is NULL; MTSARRAY_NUM_THREADS or OMP_NUM_THREADS
  * (the one in use) is not a whole number in [1, 4096].
+ *
+ * \param[out] count the number of threads
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Host threads](../guides/host-threads.html).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_get_num_threads(int32_t* count);
 
@@ -673,6 +740,10 @@ MTSARRAY_EXPORT mts_status_t mtsarray_get_num_threads(int32_t* count);
  * The version of this library, "MAJOR.MINOR.PATCH" (a static string, the
  * same as `MTSARRAY_VERSION` in mtsarray/config.h of the headers it was built
  * with). Never fails.
+ *
+ * \return the version, a static string
+ *
+ * Used in: [Quick start in C](../guides/quick-start-c.html#arrays-on-a-device).
  */
 MTSARRAY_EXPORT const char* mtsarray_version(void);
 

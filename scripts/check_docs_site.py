@@ -236,6 +236,7 @@ PAGES = {
                                "When to set a stream"],
     "guides/quick-start-c.html": ["Quick start in C", "0. The includes and the helpers", "What it prints"],
     "guides/quick-start-cpp.html": ["Quick start in C++", "0. The helpers", "What it prints"],
+    "guides/quick-start-fortran.html": ["Quick start in Fortran", "What it prints"],
     "guides/training-loops.html": ["GPU use inside training loops", "A training loop with NumPy only",
                                    "The same loop with PyTorch, on the GPU"],
     "guides/tensormaps-python.html": ["TensorMaps in Python", "The TensorMap of this page"],

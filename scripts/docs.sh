@@ -94,7 +94,7 @@ take_screenshots() {
     rm -rf "$SCREENSHOTS_DIR"
     mkdir -p "$SCREENSHOTS_DIR"
     for page in index.html reference/c-api.html reference/python-api.html guides/streams.html \
-        guides/which-call.html guides/quick-start-c.html guides/quick-start-cpp.html \
+        guides/which-call.html guides/quick-start-c.html guides/quick-start-cpp.html guides/quick-start-fortran.html \
         guides/training-loops.html guides/tensormaps-python.html \
         examples/quick_start.html examples/training_loop_numpy.html; do
         local png="$SCREENSHOTS_DIR/${page//\//-}"
