@@ -30,21 +30,24 @@ def make_tensor() -> TensorMap:
     """Two blocks of NumPy values [samples, 3, 4], each with a gradient."""
     blocks = []
     for center_type, n_atoms in [(1, 5), (8, 3)]:
-        values = np.arange(n_atoms * 12, dtype=np.float64).reshape(n_atoms, 3, 4) + center_type
+        values = np.arange(n_atoms * 12, dtype=np.float64).reshape(n_atoms, 3, 4)
+        values += center_type
+        atoms = np.arange(n_atoms, dtype=np.int32)
         block = TensorBlock(
             values=values,
-            samples=Labels(["atom"], np.arange(n_atoms, dtype=np.int32).reshape(-1, 1)),
+            samples=Labels(["atom"], atoms.reshape(-1, 1)),
             components=[Labels.range("xyz", 3)],
             properties=Labels.range("n", 4),
         )
         block.add_gradient("positions", TensorBlock(
             values=-values,
-            samples=Labels(["sample", "atom"], np.repeat(np.arange(n_atoms, dtype=np.int32), 2).reshape(-1, 2)),
+            samples=Labels(["sample", "atom"], np.repeat(atoms, 2).reshape(-1, 2)),
             components=[Labels.range("xyz", 3)],
             properties=Labels.range("n", 4),
         ))
         blocks.append(block)
-    return TensorMap(Labels(["center_type"], np.array([[1], [8]], dtype=np.int32)), blocks)
+    keys = Labels(["center_type"], np.array([[1], [8]], dtype=np.int32))
+    return TensorMap(keys, blocks)
 
 
 # [setup]
