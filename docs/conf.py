@@ -34,18 +34,24 @@ extensions = [
     "breathe",
     "myst_parser",
     "sphinx.ext.autodoc",
+    "sphinx.ext.graphviz",
+    "sphinx_gallery.gen_gallery",
     "repository_pages",
 ]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
-exclude_patterns = ["_build", "requirements.txt", "Doxyfile"]
+exclude_patterns = ["_build", "requirements.txt", "Doxyfile", "examples/*.ipynb", "examples/*.py",
+                    "examples/*.codeobj.json", "examples/*.md5", "examples/*.zip",
+                    "sg_execution_times.rst", "examples/sg_execution_times.rst"]
 # every problem is an error (scripts/docs.sh runs sphinx-build -W), a
 # reference to a symbol that is on no page included (nitpicky); the types of
 # metatensor, DLPack, the C library, NumPy and the standard library are
 # defined elsewhere. Links between pages and headings are checked by MyST,
 # the built site's links by scripts/check_docs_site.py.
 nitpicky = True
+# (the ones in mtsarray's signatures are described on the C API page, so
+# that they show as code links there)
 _foreign_c = r"(mts_\w+|DL\w+|u?int\d+_t|uintptr_t|size_t|bool)"
 nitpick_ignore_regex = [
     ("c:identifier", _foreign_c),
@@ -73,6 +79,27 @@ cpp_index_common_prefix = ["mtsarray::"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_default_options = {"members": True, "undoc-members": False}
+
+# ---- the Python examples, run at build time (sphinx-gallery) -------------
+# Each script of examples/python below runs while the site is built; its page
+# shows the code, what it printed and its figures. The others need MPI or
+# PyTorch (the guides show them with literalinclude, and CI runs them).
+sphinx_gallery_conf = {
+    "examples_dirs": str(REPOSITORY / "examples" / "python"),
+    "gallery_dirs": "examples",
+    "filename_pattern": r"(quick_start|training_loop_numpy|tensormap_bridges)\.py$",
+    "ignore_pattern": r"(mpi_halo|torch_distributed|training_step)\.py$",
+    "abort_on_example_error": True,
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "min_reported_time": 10**6,  # no run times on the pages: they differ every build
+    "show_memory": False,
+    "show_signature": False,
+    "within_subsection_order": "FileNameSortKey",
+}
+
+# ---- figures drawn from their sources (Debian's graphviz) -----------------
+graphviz_output_format = "svg"
 
 # ---- HTML -------------------------------------------------------------------
 html_theme = "furo"

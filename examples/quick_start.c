@@ -7,6 +7,7 @@
  * Usage: quick_start [--device cpu|auto]   (default: cpu)
  *   auto picks CUDA, then ROCm, when mtsarray can use one, else the CPU.
  */
+/* [helpers] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,13 +47,15 @@ static DLDevice pick_device(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+/* [helpers] */
     /* [step 1] */
     /* 1. Pick a device and make arrays there: 4 atoms x 3 features. */
     const DLDevice device = pick_device(argc, argv);
     const DLDevice cpu = {kDLCPU, 0};
     const DLDataType f64 = {kDLFloat, 64, 1};
     const uintptr_t shape[2] = {4, 3};
-    printf("mtsarray %s on %s\n", mtsarray_version(), device.device_type == kDLCPU ? "the CPU" : "a GPU");
+    printf("mtsarray %s on %s\n", mtsarray_version(),
+           device.device_type == kDLCPU ? "the CPU" : "a GPU");
 
     mts_array_t features = {0};
     CHECK(mtsarray_zeros(device, f64, shape, 2, &features));
@@ -126,6 +129,8 @@ int main(int argc, char** argv) {
     input.destroy(input.ptr); /* the wrapped memory is still the program's */
     features.destroy(features.ptr);
     /* [clean up] */
+/* [end] */
     printf("quick_start: every value is right\n");
     return 0;
 }
+/* [end] */

@@ -173,6 +173,17 @@ extern "C" {
  * Linux for transparent huge pages; MTSARRAY_HUGE_PAGES=0 turns that off, and
  * any value other than 0 or 1 makes their allocation fail
  * (docs/guides/host-threads.md).
+ *
+ * \param device where the array lives (`kDLCPU`, `kDLCUDA`, `kDLROCM`, ...)
+ * \param dtype its elements' type (`{kDLFloat, 64, 1}`: float64)
+ * \param shape `shape_count` sizes, the first axis first
+ * \param shape_count the number of axes
+ * \param[out] array the new array, the caller's: release it with its
+ *        `destroy`, or hand it to libmetatensor, which does
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`; `*array` is untouched then
+ *
+ * Used in: [Quick start in C, step 1](../guides/quick-start-c.html#arrays-on-a-device).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_zeros(DLDevice device, DLDataType dtype,
                                             const uintptr_t* shape, uintptr_t shape_count,
@@ -183,6 +194,17 @@ MTSARRAY_EXPORT mts_status_t mtsarray_zeros(DLDevice device, DLDataType dtype,
  * of `dtype` (its bytes are copied before the call returns). The fill is
  * queued on the device's default stream; the call does not wait for it.
  * Errors and graph capture: as `mtsarray_zeros`, and a NULL `value`.
+ *
+ * \param device where the array lives, as in `mtsarray_zeros`
+ * \param dtype its elements' type
+ * \param shape `shape_count` sizes, the first axis first
+ * \param shape_count the number of axes
+ * \param value a host pointer to one element of `dtype`
+ * \param[out] array the new array, the caller's
+ * \return `MTS_SUCCESS`, or an error status with its message in
+ *         `mts_last_error`
+ *
+ * Used in: [Arrays, devices and ownership](../guides/arrays.html#making-arrays).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_full(DLDevice device, DLDataType dtype,
                                            const uintptr_t* shape, uintptr_t shape_count,
@@ -202,6 +224,20 @@ MTSARRAY_EXPORT mts_status_t mtsarray_full(DLDevice device, DLDataType dtype,
  * it. Nothing is queued or allocated, so it may be called during a graph
  * capture. Errors: unsupported dtype, a backend not compiled in or without
  * a device, NULL `data` for a non-empty array, NULL `array`.
+ *
+ * \param data the first element, on `device`; the caller's memory
+ * \param device where the array lives, as in `mtsarray_zeros`
+ * \param dtype its elements' type
+ * \param shape `shape_count` sizes, the first axis first
+ * \param shape_count the number of axes
+ * \param deleter called once with `context` when nothing uses `data` any
+ *        more, or NULL
+ * \param context passed to `deleter`
+ * \param[out] array the new array, the caller's
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Quick start in C, step 2](../guides/quick-start-c.html#memory-you-own-without-a-copy).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_wrap(void* data, DLDevice device, DLDataType dtype,
                                            const uintptr_t* shape, uintptr_t shape_count,
@@ -223,6 +259,13 @@ MTSARRAY_EXPORT mts_status_t mtsarray_wrap(void* data, DLDevice device, DLDataTy
  * capture; a zero-copy import queues nothing. Errors: NULL arguments, a
  * version.major other than 1, an unsupported dtype or device, a shape or
  * strides that do not fit the data, out of memory.
+ *
+ * \param tensor a DLPack tensor; mtsarray owns it from this call on
+ * \param[out] array the new array, the caller's
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Arrays, devices and ownership: DLPack in](../guides/arrays.html#dlpack-in).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_from_dlpack(DLManagedTensorVersioned* tensor,
                                                   mts_array_t* array);
@@ -243,6 +286,13 @@ MTSARRAY_EXPORT mts_status_t mtsarray_from_dlpack(DLManagedTensorVersioned* tens
  * names both; CUDA 12.8 or later and ROCm can tell), an array that is not
  * an mtsarray array. Call it outside graph capture: the new stream
  * waits on an event recorded outside the capture.
+ *
+ * \param array an mtsarray array
+ * \param stream a DLPack stream number for the array's device type
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Streams](../guides/streams.html#stream-numbers).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_set_stream(const mts_array_t* array, int64_t stream);
 
@@ -250,6 +300,11 @@ MTSARRAY_EXPORT mts_status_t mtsarray_set_stream(const mts_array_t* array, int64
  * Get the DLPack stream number of the array's work stream in `*stream` (-1
  * on the CPU and for managed memory). Host only: queues nothing, may be
  * called at any time. Errors: NULL arguments, not an mtsarray array.
+ *
+ * \param array an mtsarray array
+ * \param[out] stream its work stream's DLPack number
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_get_stream(const mts_array_t* array, int64_t* stream);
 
@@ -259,6 +314,12 @@ MTSARRAY_EXPORT mts_status_t mtsarray_get_stream(const mts_array_t* array, int64
  * Errors: not an mtsarray array, a device error reported by the runtime,
  * and a stream that is capturing a graph (its work runs when the graph is
  * launched: the host can not wait for it).
+ *
+ * \param array an mtsarray array
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Streams](../guides/streams.html#when-two-streams-meet).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_synchronize(const mts_array_t* array);
 
@@ -270,6 +331,11 @@ MTSARRAY_EXPORT mts_status_t mtsarray_synchronize(const mts_array_t* array);
  * own stream after the array's work stream before reading. Host only:
  * queues nothing, may be called at any time. Errors: NULL arguments, not an
  * mtsarray array.
+ *
+ * \param array an mtsarray array
+ * \param[out] data the address of its first element, on its device
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_data(const mts_array_t* array, void** data);
 
@@ -307,6 +373,13 @@ MTSARRAY_EXPORT mts_status_t mtsarray_data(const mts_array_t* array, void** data
  * array whose export mtsarray must copy first (strided or read-only), needs
  * a snapshot, which a replay would upload again: all are refused while the
  * destination's stream captures.
+ *
+ * \param destination an mtsarray array, written
+ * \param source any `mts_array_t` of the same dtype and shape, read
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Quick start in C, step 4](../guides/quick-start-c.html#reading-the-result).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_copy_into(const mts_array_t* destination, const mts_array_t* source);
 
@@ -358,6 +431,16 @@ typedef struct mtsarray_move_plan_t mtsarray_move_plan_t;
  * the environment (host memory), out of host memory, and a stream of
  * `output` that is capturing a graph (on a GPU the table is uploaded on
  * that stream: make plans before capturing).
+ *
+ * \param output an mtsarray array the plan will write into
+ * \param input any `mts_array_t` the plan will read from
+ * \param movements `movements_count` movements, as move_data's
+ * \param movements_count the number of movements
+ * \param[out] plan the new plan, the caller's (`mtsarray_move_plan_free`)
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [move_data and movement plans](../guides/move-data.html#movement-plans).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_create(const mts_array_t* output, const mts_array_t* input,
                                                       const mts_data_movement_t* movements,
@@ -390,6 +473,14 @@ MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_create(const mts_array_t* output
  * does not accept (another dtype, device, component axes or properties,
  * too few samples), an input whose export fails, an invalid thread count in
  * the environment.
+ *
+ * \param plan a plan of `mtsarray_move_plan_create`
+ * \param output an mtsarray array the plan accepts, written
+ * \param input an array the plan accepts, read
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [move_data and movement plans](../guides/move-data.html#movement-plans).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_execute(const mtsarray_move_plan_t* plan, const mts_array_t* output,
                                                        const mts_array_t* input);
@@ -406,6 +497,10 @@ MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_execute(const mtsarray_move_plan
  * Errors: a plan already freed, or anything that is not a plan (see the
  * handles above); nothing is freed then. Of several threads freeing one
  * plan at once, exactly one frees it and the others get this error.
+ *
+ * \param plan a plan of `mtsarray_move_plan_create`, or NULL
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_free(mtsarray_move_plan_t* plan);
 
@@ -414,6 +509,11 @@ MTSARRAY_EXPORT mts_status_t mtsarray_move_plan_free(mtsarray_move_plan_t* plan)
  * including the borrowed views libmetatensor hands out (destroy = NULL).
  * The handle is looked up without being read; host only, may be called at
  * any time. Errors: NULL arguments.
+ *
+ * \param array any `mts_array_t`
+ * \param[out] result whether mtsarray made it
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_is_mtsarray(const mts_array_t* array, bool* result);
 
@@ -424,6 +524,14 @@ MTSARRAY_EXPORT mts_status_t mtsarray_is_mtsarray(const mts_array_t* array, bool
  * (kDLCUDAHost, kDLCUDAManaged, kDLROCMHost) follow their GPU backend.
  * For a GPU device type this asks the runtime whether it has a device.
  * Host only, queues nothing. Errors: NULL `available`.
+ *
+ * \param device_type the kind of device (`kDLCUDA`, `kDLROCM`, ...)
+ * \param[out] available whether mtsarray can make arrays there
+ * \return `MTS_SUCCESS`, or an error status with its message in
+ *         `mts_last_error`; `mtsarray_backend_unavailable_reason` says why
+ *         a backend is not available
+ *
+ * Used in: [Quick start in C, the helpers](../guides/quick-start-c.html#the-includes-and-the-helpers).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_backend_available(DLDeviceType device_type,
                                                         bool* available);
@@ -433,6 +541,11 @@ MTSARRAY_EXPORT mts_status_t mtsarray_backend_available(DLDeviceType device_type
  * message owned by mtsarray (valid until the program ends), or "" when it is
  * available. Never fails: a device type no backend serves gets a message
  * saying so.
+ *
+ * \param device_type the kind of device (`kDLCUDA`, `kDLROCM`, ...)
+ * \return the reason, or "" when the backend is available
+ *
+ * Used in: [Errors and troubleshooting](../guides/errors.html).
  */
 MTSARRAY_EXPORT const char* mtsarray_backend_unavailable_reason(DLDeviceType device_type);
 
@@ -452,6 +565,15 @@ MTSARRAY_EXPORT const char* mtsarray_backend_unavailable_reason(DLDeviceType dev
  * for `device`, a backend not compiled in or without a device, a dtype
  * mtsarray does not store, an array whose export fails, out of memory, and
  * a `stream` that is capturing a graph (the call makes new arrays).
+ *
+ * \param tensor a TensorMap, read
+ * \param device where the new TensorMap's arrays live
+ * \param stream a DLPack stream number for `device` the arrays work on
+ * \param[out] result the new TensorMap, the caller's (`mts_tensormap_free`)
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Arrays, devices and ownership](../guides/arrays.html).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_tensormap_to(const mts_tensormap_t* tensor, DLDevice device,
                                                    int64_t stream, mts_tensormap_t** result);
@@ -485,6 +607,13 @@ typedef struct mtsarray_allocator_t {
  * through it with this. Errors: another device type, NULL functions, the
  * backend not compiled in. Arrays made before the call keep their memory
  * from the allocator that made it. Call it outside graph capture.
+ *
+ * \param device_type the GPU device type whose memory the allocator makes
+ * \param allocator the callbacks, copied; NULL for mtsarray's own pool
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [GPU use inside training loops: memory](../guides/training-loops.html#memory).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_set_allocator(DLDeviceType device_type,
                                                     const mtsarray_allocator_t* allocator);
@@ -507,6 +636,12 @@ MTSARRAY_EXPORT mts_status_t mtsarray_set_allocator(DLDeviceType device_type,
  * keeps back and tries once more; if that fails too the error says so
  * (out of memory, with the sizes). Memory another library keeps cached is
  * that library's to give back (torch.cuda.empty_cache()).
+ *
+ * \param device the GPU whose pool gives its cached memory back
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [GPU use inside training loops: memory](../guides/training-loops.html#memory).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_release_cached_memory(DLDevice device);
 
@@ -523,10 +658,23 @@ MTSARRAY_EXPORT mts_status_t mtsarray_release_cached_memory(DLDevice device);
  * memory already cached too. No-op for the CPU; `mtsarray_get_release_threshold`
  * answers 0 there. Errors: a device that can not be used (`bytes` NULL for
  * the getter).
+ *
+ * \param device the GPU whose pool this sets
+ * \param bytes how much freed memory the pool may keep
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [GPU use inside training loops: memory](../guides/training-loops.html#memory).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_set_release_threshold(DLDevice device, uint64_t bytes);
 
-/** The release threshold of `device` (see `mtsarray_set_release_threshold`), in `*bytes`. */
+/**
+ * The release threshold of `device` (see `mtsarray_set_release_threshold`), in `*bytes`.
+ *
+ * \param device the GPU whose pool this reads (0 for the CPU)
+ * \param[out] bytes the threshold
+ * \return `MTS_SUCCESS`, or an error status with its message in `mts_last_error`
+ */
 MTSARRAY_EXPORT mts_status_t mtsarray_get_release_threshold(DLDevice device, uint64_t* bytes);
 
 /**
@@ -578,6 +726,12 @@ MTSARRAY_EXPORT mts_status_t mtsarray_get_release_threshold(DLDevice device, uin
  * Its pool starts again when work needs it. GPU arrays are not usable in
  * the child (the GPU runtimes do not support it).
  * Errors: `count` < 1 or `count` > 4096.
+ *
+ * \param count the number of threads, the calling one included
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Host threads](../guides/host-threads.html).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_set_num_threads(int32_t count);
 
@@ -586,6 +740,12 @@ MTSARRAY_EXPORT mts_status_t mtsarray_set_num_threads(int32_t count);
  * `mtsarray_set_num_threads`), in `*count`. Reads the environment the first
  * time. Errors: `count` is NULL; MTSARRAY_NUM_THREADS or OMP_NUM_THREADS
  * (the one in use) is not a whole number in [1, 4096].
+ *
+ * \param[out] count the number of threads
+ * \return `MTS_SUCCESS`, or an error status (the errors above) with its
+ *         message in `mts_last_error`
+ *
+ * Used in: [Host threads](../guides/host-threads.html).
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_get_num_threads(int32_t* count);
 
@@ -593,6 +753,10 @@ MTSARRAY_EXPORT mts_status_t mtsarray_get_num_threads(int32_t* count);
  * The version of this library, "MAJOR.MINOR.PATCH" (a static string, the
  * same as `MTSARRAY_VERSION` in mtsarray/config.h of the headers it was built
  * with). Never fails.
+ *
+ * \return the version, a static string
+ *
+ * Used in: [Quick start in C](../guides/quick-start-c.html#arrays-on-a-device).
  */
 MTSARRAY_EXPORT const char* mtsarray_version(void);
 

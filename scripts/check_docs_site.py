@@ -20,7 +20,7 @@
         code block announced by `<!-- snippet: PATH -->` is a copy of PATH, a
         file CI compiles or runs: its lines, indentation and blank lines aside,
         are consecutive lines of PATH (whose literalinclude markers, such as
-        `/* [step 2] */`, are not code).
+        `/* [step 2] */`, and sphinx-gallery text cells are not code).
 
 Each prints what it checked, and every problem it finds; exits 1 if any.
 """
@@ -232,6 +232,16 @@ PAGES = {
     "reference/c-api.html": ["C API", "Making arrays", "Movement plans", "Host threads"],
     "reference/python-api.html": ["Python API", "Making arrays", "Arrays", "Movement plans"],
     "guides/streams.html": ["Streams and DLPack stream numbers", "Stream numbers", "When two streams meet"],
+    "guides/which-call.html": ["Which call when", "How data flows", "Moving rows: move_data or a movement plan",
+                               "When to set a stream"],
+    "guides/quick-start-c.html": ["Quick start in C", "0. The includes and the helpers", "What it prints"],
+    "guides/quick-start-cpp.html": ["Quick start in C++", "0. The helpers", "What it prints"],
+    "guides/quick-start-fortran.html": ["Quick start in Fortran", "What it prints"],
+    "guides/training-loops.html": ["GPU use inside training loops", "A training loop with NumPy only",
+                                   "The same loop with PyTorch, on the GPU"],
+    "guides/tensormaps-python.html": ["TensorMaps in Python", "The TensorMap of this page"],
+    "examples/quick_start.html": ["Quick start in Python", "1. Arrays", "5. Errors"],
+    "examples/training_loop_numpy.html": ["A training loop with NumPy only", "The loop", "The loss curve"],
 }
 
 
@@ -282,9 +292,21 @@ INCLUDE_MARKER = re.compile(r"^(/\* \[[\w -]+\] \*/|# \[[\w -]+\])$")
 
 
 def code_lines(lines):
-    """The lines that carry code: stripped, without blank lines and include markers."""
-    stripped = (line.strip() for line in lines)
-    return [line for line in stripped if line and not INCLUDE_MARKER.match(line)]
+    """The lines that carry code: stripped, without blank lines, include
+    markers and the text cells of sphinx-gallery (`# %%` and the comment
+    lines right after it, the prose of the example's page)."""
+    code = []
+    in_text_cell = False
+    for line in (line.strip() for line in lines):
+        if line == "# %%":
+            in_text_cell = True
+            continue
+        if in_text_cell and line.startswith("#"):
+            continue
+        in_text_cell = False
+        if line and not INCLUDE_MARKER.match(line):
+            code.append(line)
+    return code
 
 
 def contains_run(lines, run):

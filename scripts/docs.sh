@@ -6,15 +6,21 @@
 #      an undocumented public symbol among them;
 #   2. sphinx-build -W --keep-going: the guides, the reference pages (Breathe
 #      for C and C++, autodoc for the installed Python package), the
-#      changelog and the benchmark results;
+#      changelog and the benchmark results; sphinx-gallery runs the Python
+#      examples (docs/conf.py) and graphviz draws docs/figures/*.dot;
 #   3. every internal link and image of the site leads somewhere, every
 #      documented symbol of the headers and every public Python name (with a
 #      docstring) is on a reference page (scripts/check_docs_site.py);
 #   4. the README files: their relative links lead somewhere, and their code
 #      blocks are copies of the examples CI runs (check_docs_site.py readme);
-#   5. headless Chromium renders the home page, the C API, the Python API and
-#      the streams guide to PNGs in artefacts/docs/, and each must show its
-#      headings and not be blank.
+#   5. every Python block of every page runs, the blocks of a page pasted in
+#      order into one Python (scripts/check_docs_snippets.py; the C quick
+#      start's blocks are compiled and run by scripts/test.sh, against the
+#      installed library);
+#   6. headless Chromium renders the home page, the C API, the Python API,
+#      the streams guide, the quick starts and the guides with Python code to
+#      PNGs in artefacts/docs/, and each must show its headings and not be
+#      blank.
 #
 # Usage: bash scripts/docs.sh        then open build/docs/html/index.html
 # The Python reference documents the mtsarray package installed in the venv;
@@ -68,6 +74,13 @@ run_sphinx() {
         -b html "$REPO_ROOT/docs" "$HTML_DIR"
 }
 
+# Every Python block of every page, pasted in order into one fresh Python
+# per page (the blocks that say they need PyTorch, a GPU or MPI are skipped
+# where those are missing, with the reason).
+check_snippets() {
+    (cd / && "$VENV_PYTHON" "$REPO_ROOT/scripts/check_docs_snippets.py" python "$HTML_DIR")
+}
+
 check_site() {
     "$VENV_PYTHON" "$REPO_ROOT/scripts/check_docs_site.py" links "$HTML_DIR"
     (cd / && "$VENV_PYTHON" "$REPO_ROOT/scripts/check_docs_site.py" reference "$HTML_DIR" "$XML_DIR")
@@ -80,7 +93,10 @@ take_screenshots() {
     [[ -n "$chromium" ]] || die "chromium not found (apt-get install chromium; scripts/setup.sh does)"
     rm -rf "$SCREENSHOTS_DIR"
     mkdir -p "$SCREENSHOTS_DIR"
-    for page in index.html reference/c-api.html reference/python-api.html guides/streams.html; do
+    for page in index.html reference/c-api.html reference/python-api.html guides/streams.html \
+        guides/which-call.html guides/quick-start-c.html guides/quick-start-cpp.html guides/quick-start-fortran.html \
+        guides/training-loops.html guides/tensormaps-python.html \
+        examples/quick_start.html examples/training_loop_numpy.html; do
         local png="$SCREENSHOTS_DIR/${page//\//-}"
         png="${png%.html}.png"
         # a profile of its own, no sandbox (CI runs as root), nothing from the network
@@ -101,5 +117,6 @@ ensure_python_package
 timed "doxygen (warnings are errors)" run_doxygen
 timed "sphinx-build -W --keep-going" run_sphinx
 timed "links, reference coverage, docstrings, READMEs" check_site
+timed "the Python blocks of every page, run in order" check_snippets
 timed "screenshots (headless Chromium) and their check" take_screenshots
 log "documentation built in $((SECONDS - start))s: open $HTML_DIR/index.html"

@@ -21,9 +21,10 @@ APT_PACKAGES=(
     clang libclang-rt-14-dev
     # MPI for examples/mpi_halo.c and its tests (mpirun with 2 and 4 ranks)
     openmpi-bin libopenmpi-dev
-    # the documentation (scripts/docs.sh): the headers' XML for Breathe, and
-    # the browser that renders pages to PNGs, with a font to render them in
-    doxygen chromium fonts-dejavu-core
+    # the documentation (scripts/docs.sh): the headers' XML for Breathe, the
+    # browser that renders pages to PNGs, with a font to render them in, and
+    # graphviz's dot, which draws the architecture figure (sphinx.ext.graphviz)
+    doxygen chromium fonts-dejavu-core graphviz
 )
 
 install_system_packages() {

@@ -111,6 +111,21 @@ test_python_package_on_other_pythons() {
     done
 }
 
+# The C quick start page of the built site (the documentation stage): its
+# blocks, concatenated, compiled against the installation in $1 through
+# pkg-config, run, and their output compared with the one the page shows.
+check_c_quick_start_page() {
+    local page="$BUILD_DIR/docs/html/guides/quick-start-c.html" pc flags
+    if [[ ! -f "$page" ]]; then
+        log "the C quick start page: skipped, the site was not built (MTSARRAY_DOCS=${MTSARRAY_DOCS:-ON})"
+        return
+    fi
+    pc="$(dirname "$(find "$1" -name mtsarray.pc -print -quit)")"
+    read -ra flags <<<"$(PKG_CONFIG_PATH="$pc" pkg-config --cflags --libs mtsarray) $(PKG_CONFIG_PATH="$pc" pkg-config --variable=rpath_flags mtsarray)"
+    log "the C quick start page: its blocks, concatenated, compiled against the installation and run"
+    "$VENV_PYTHON" "$REPO_ROOT/scripts/check_docs_snippets.py" c "$page" "${CC:-cc}" -std=c11 "${flags[@]}"
+}
+
 # Install into a temporary prefix; build and run tests/install (a
 # find_package(mtsarray) consumer) and examples/ as standalone projects.
 test_installation() {
@@ -125,6 +140,8 @@ test_installation() {
 
     log "install into $prefix"
     cmake --install "$BUILD_DIR" --prefix "$prefix"
+
+    check_c_quick_start_page "$prefix"
 
     log "tests/install: find_package(mtsarray) consumer"
     rm -rf "$consumer_build"

@@ -1,17 +1,22 @@
-"""TensorMaps that cross between mtsarray and NumPy / PyTorch at no cost.
+"""
+TensorMaps between mtsarray, NumPy and PyTorch
+==============================================
 
 A TensorMap of mtsarray arrays is moved to a device with
 ``mtsarray.tensormap_to``, handed to metatensor-operations as NumPy arrays
 (or torch tensors) that view the mtsarray memory, and the results come back
 as mtsarray arrays, all without copying a value. Every step checks its values
 and that the memory is shared. With PyTorch (and metatensor-torch) installed,
-the same map goes to torch and to a metatensor-torch TensorMap; on a CUDA
-GPU when there is one (``--device auto``).
+the same map goes to torch and to a metatensor-torch TensorMap, on a CUDA
+GPU when there is one (``--device cpu`` stays on the CPU).
 
-    python examples/python/tensormap_bridges.py [--device cpu|auto]
+Usage: ``python examples/python/tensormap_bridges.py [--device cpu|auto]``
 """
 
+# [setup]
 import argparse
+import importlib.util
+import sys
 
 import metatensor
 import metatensor.operations as operations
@@ -25,30 +30,34 @@ def make_tensor() -> TensorMap:
     """Two blocks of NumPy values [samples, 3, 4], each with a gradient."""
     blocks = []
     for center_type, n_atoms in [(1, 5), (8, 3)]:
-        values = np.arange(n_atoms * 12, dtype=np.float64).reshape(n_atoms, 3, 4) + center_type
+        values = np.arange(n_atoms * 12, dtype=np.float64).reshape(n_atoms, 3, 4)
+        values += center_type
+        atoms = np.arange(n_atoms, dtype=np.int32)
         block = TensorBlock(
             values=values,
-            samples=Labels(["atom"], np.arange(n_atoms, dtype=np.int32).reshape(-1, 1)),
+            samples=Labels(["atom"], atoms.reshape(-1, 1)),
             components=[Labels.range("xyz", 3)],
             properties=Labels.range("n", 4),
         )
         block.add_gradient("positions", TensorBlock(
             values=-values,
-            samples=Labels(["sample", "atom"], np.repeat(np.arange(n_atoms, dtype=np.int32), 2).reshape(-1, 2)),
+            samples=Labels(["sample", "atom"], np.repeat(atoms, 2).reshape(-1, 2)),
             components=[Labels.range("xyz", 3)],
             properties=Labels.range("n", 4),
         ))
         blocks.append(block)
-    return TensorMap(Labels(["center_type"], np.array([[1], [8]], dtype=np.int32)), blocks)
+    keys = Labels(["center_type"], np.array([[1], [8]], dtype=np.int32))
+    return TensorMap(keys, blocks)
 
 
+# [setup]
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu", choices=["cpu", "auto"])
-    arguments = parser.parse_args()
-    tensor = make_tensor()
+    parser = argparse.ArgumentParser(description="TensorMaps between mtsarray, NumPy and PyTorch, no copy")
+    parser.add_argument("--device", default="auto", choices=["cpu", "auto"])
+    parser.parse_args()
 
     # [move]
+    tensor = make_tensor()  # two blocks of NumPy values, with gradients
     # mtsarray arrays on the CPU (the GPU part below moves them to CUDA)
     moved = mtsarray.tensormap_to(tensor, "cpu")
     # NumPy arrays that view the mtsarray memory: no value is copied
@@ -73,16 +82,15 @@ def main() -> None:
     # [back]
     print("tensormap_bridges: NumPy and metatensor-operations: every value is right, no copy")
 
-    try:
-        import torch
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:
         print("tensormap_bridges: PyTorch is not installed: the torch part is skipped")
         return
-    device = "cpu"
-    if arguments.device == "auto" and mtsarray.backend_available("cuda") and torch.cuda.is_available():
-        device = "cuda"
-
     # [torch]
+    import torch
+
+    # a CUDA GPU when PyTorch and mtsarray can both use one
+    on_gpu = torch.cuda.is_available() and mtsarray.backend_available("cuda")
+    device = "cuda" if on_gpu and sys.argv[1:] != ["--device", "cpu"] else "cpu"
     on_device = mtsarray.tensormap_to(tensor, device)
     # torch tensors on the same device, ordered after the work queued on the
     # mtsarray arrays (on a GPU: PyTorch's current stream waits for it)

@@ -103,18 +103,24 @@ def main():
     ).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)  # no host synchronisation in its step
 
+    # [batches]
     # fixed batches, each made once: its movements, batch array, plan and
     # index vectors on the device
     batches = []
-    for structures in np.split(rng.permutation(N_STRUCTURES), N_STRUCTURES // BATCH_STRUCTURES):
+    order = rng.permutation(N_STRUCTURES)
+    for structures in np.split(order, N_STRUCTURES // BATCH_STRUCTURES):
         movements, slot = batch_movements(offsets, counts, structures, N_FEATURES)
-        batch = mtsarray.zeros((len(movements), N_FEATURES), dtype="float32", device=str(device))
+        shape = (len(movements), N_FEATURES)
+        batch = mtsarray.zeros(shape, dtype="float32", device=str(device))
         batch.stream = stream  # None on the CPU: no stream
         plan = mtsarray.MovePlan(batch, features, movements)
-        batches.append((movements, batch, plan, upload(torch, slot, device), upload(torch, structures, device)))
+        indices = upload(torch, slot, device), upload(torch, structures, device)
+        batches.append((movements, batch, plan, *indices))
+    # [batches]
 
     def training_step(check=False):
-        movements, batch, plan, slot_tensor, structures = batches[rng.integers(len(batches))]
+        chosen = batches[rng.integers(len(batches))]
+        movements, batch, plan, slot_tensor, structures = chosen
         plan(batch, features)  # the gather, on PyTorch's current stream
 
         x = torch.from_dlpack(batch)  # zero-copy; same stream: nothing to wait for

@@ -831,4 +831,24 @@ Array from_dlpack(nb::handle object, nb::handle stream) {
     return import_tensor(tensor, resolve_for(stream, tensor));
 }
 
+Array& array_argument(nb::handle object, const char* call, const char* name) {
+    Array* array = nullptr;
+    if (nb::try_cast<Array*>(object, array) && array != nullptr) {
+        return *array;
+    }
+    // the type as Python code names it: numpy.ndarray, torch.Tensor, int
+    auto type = object.type();
+    std::string module = nb::cast<std::string>(nb::str(type.attr("__module__")));
+    std::string type_name = nb::cast<std::string>(nb::str(type.attr("__qualname__")));
+    if (module != "builtins") {
+        type_name = module + "." + type_name;
+    }
+    std::string message = std::string(call) + ": " + name + " must be an mtsarray.MtsArray, not " + type_name;
+    if (!object.is_none()) {
+        message += std::string(": wrap it with mtsarray.from_dlpack(") + name +
+                   ") first (zero-copy for a C-contiguous, writable array, or anything with __dlpack__)";
+    }
+    throw nb::type_error(message.c_str());
+}
+
 }  // namespace mtsarray_python

@@ -100,4 +100,10 @@ private:
 /// Makes an MtsArray from any object speaking DLPack (or a DLPack capsule).
 Array from_dlpack(nanobind::handle object, nanobind::handle stream);
 
+/// The MtsArray that `object` is, for the argument `name` of `call`
+/// ("MtsArray.move_data", "input"); raises TypeError otherwise, saying how
+/// to make one (mtsarray.from_dlpack) -- nanobind's own message ("incompatible
+/// function arguments") names neither.
+Array& array_argument(nanobind::handle object, const char* call, const char* name);
+
 }  // namespace mtsarray_python

@@ -250,7 +250,11 @@ NB_MODULE(_mtsarray, m) {
              nb::sig("def copy(self, device: str | tuple[int, int] | None = None) -> MtsArray"),
              "A deep copy on ``device`` (default: the array's own), on that device's default stream. A "
              "copy to the host waits for the data; device copies do not block the host.")
-        .def("move_data", &Array::move_data, "input"_a, "movements"_a.none(),
+        .def("move_data",
+             [](Array& self, nb::handle input, nb::handle movements) {
+                 self.move_data(mtsarray_python::array_argument(input, "MtsArray.move_data", "input"), movements);
+             },
+             "input"_a.none(), "movements"_a.none(),
              nb::sig("def move_data(self, input: MtsArray, movements: numpy.typing.ArrayLike) -> None"),
              move_data_doc)
         .def("copy_from", &Array::copy_from, "source"_a,
@@ -275,10 +279,21 @@ NB_MODULE(_mtsarray, m) {
              "The array's device as DLPack ``(device_type, device_id)`` (array API standard 2024.12).");
 
     nb::class_<MovePlan>(m, "MovePlan", move_plan_doc)
-        .def(nb::init<const Array&, const Array&, nb::handle>(), "output"_a, "input"_a, "movements"_a.none(),
+        .def("__init__",
+             [](MovePlan* self, nb::handle output, nb::handle input, nb::handle movements) {
+                 new (self) MovePlan(mtsarray_python::array_argument(output, "MovePlan", "output"),
+                                     mtsarray_python::array_argument(input, "MovePlan", "input"), movements);
+             },
+             "output"_a.none(), "input"_a.none(), "movements"_a.none(),
              nb::sig("def __init__(self, output: MtsArray, input: MtsArray, movements: numpy.typing.ArrayLike) "
                      "-> None"))
-        .def("__call__", &MovePlan::execute, "output"_a, "input"_a,
+        .def("__call__",
+             [](const MovePlan& self, nb::handle output, nb::handle input) {
+                 self.execute(mtsarray_python::array_argument(output, "MovePlan.__call__", "output"),
+                              mtsarray_python::array_argument(input, "MovePlan.__call__", "input"));
+             },
+             "output"_a.none(), "input"_a.none(),
+             nb::sig("def __call__(self, output: MtsArray, input: MtsArray) -> None"),
              "``output.move_data(input, movements)`` with the plan's movements.");
 
     m.def("set_num_threads", &mtsarray_python::set_num_threads, "count"_a,

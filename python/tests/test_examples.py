@@ -20,6 +20,7 @@ OVERHEAD_BENCH = REPOSITORY / "bench" / "python_overhead.py"
 OPERATIONS_BENCH = REPOSITORY / "bench" / "tensormap_operations.py"
 MPI_HALO = REPOSITORY / "examples" / "python" / "mpi_halo.py"
 BRIDGES = REPOSITORY / "examples" / "python" / "tensormap_bridges.py"
+NUMPY_LOOP = REPOSITORY / "examples" / "python" / "training_loop_numpy.py"
 TORCH_DISTRIBUTED = REPOSITORY / "examples" / "python" / "torch_distributed.py"
 
 pytestmark = pytest.mark.skipif(not EXAMPLE.is_file(), reason="not in the mtsarray repository (an sdist?)")
@@ -34,7 +35,7 @@ def run(script, *arguments, timeout=600):
     return result.stdout
 
 
-@pytest.mark.parametrize("script", [EXAMPLE, QUICK_START, MPI_HALO, BRIDGES, TORCH_DISTRIBUTED, TORCH_BENCH,
+@pytest.mark.parametrize("script", [EXAMPLE, QUICK_START, MPI_HALO, BRIDGES, NUMPY_LOOP, TORCH_DISTRIBUTED, TORCH_BENCH,
                                     OVERHEAD_BENCH, OPERATIONS_BENCH],
                          ids=lambda path: path.name)
 def test_scripts_compile(script):
@@ -48,6 +49,13 @@ def test_quick_start():
     assert "as expected:" in output and "out of range" in output
     output = run(QUICK_START, "--device", "auto")  # a GPU when there is one
     assert "quick_start: every value is right" in output
+
+
+def test_training_loop_numpy_example():
+    # the NumPy-only loop of the training-loops guide: it checks every gathered
+    # batch against NumPy's indexing and exits 1 unless the loss falls 100x
+    output = run(NUMPY_LOOP)
+    assert "training_loop_numpy: 160 steps" in output
 
 
 def test_tensormap_bridges_example():

@@ -204,3 +204,23 @@ def test_arrays_that_do_not_match(arrays):
         output.move_data(np.ones((2, 3)), [[0, 0, 0, 0, 1]])
     with pytest.raises(TypeError):
         output.move_data(None, [[0, 0, 0, 0, 1]])
+
+
+@pytest.mark.parametrize("call", ["move_data", "MovePlan", "MovePlan output", "plan"])
+def test_a_numpy_input_says_to_wrap_it_with_from_dlpack(call):
+    # the arrays of move_data and of a plan are mtsarray arrays: a NumPy array
+    # gets a TypeError that names the argument and says how to make one
+    output = mtsarray.zeros((2, 3), dtype="float64")
+    raw = np.arange(12.0).reshape(4, 3)
+    movements = np.array([[3, 0, 0, 0, 3]], dtype=np.int64)
+    with pytest.raises(TypeError, match=r"mtsarray\.from_dlpack") as error:
+        if call == "move_data":
+            output.move_data(raw, movements)
+        elif call == "MovePlan":
+            mtsarray.MovePlan(output, raw, movements)
+        elif call == "MovePlan output":
+            mtsarray.MovePlan(np.zeros((2, 3)), mtsarray.from_dlpack(raw), movements)
+        else:
+            mtsarray.MovePlan(output, mtsarray.from_dlpack(raw), movements)(output, raw)
+    assert "numpy.ndarray" in str(error.value)
+    assert np.array_equal(np.from_dlpack(output), np.zeros((2, 3)))  # untouched
