@@ -1018,7 +1018,7 @@ std::vector<Case> cuda_cases(const Options& options) {
     std::vector<Case> cases;
     const std::string reason = unavailable_reason();
     if (!reason.empty()) {
-        std::printf("cuda rows: skipped: %s\n", reason.c_str());
+        print_wrapped("cuda rows: skipped: " + reason, 0);
         return cases;
     }
     const bool quick = options.quick();

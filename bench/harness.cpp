@@ -1,5 +1,7 @@
 #include "harness.hpp"
 
+#include <mtsarray.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -195,26 +197,71 @@ std::vector<double> measure(const Options& options, const std::vector<TimedBatch
     return result;
 }
 
+bool Row::unreliable() const {
+    const double fraction = fraction_of_limit();
+    return bytes > 0 && std::isfinite(fraction) && fraction > UNRELIABLE_FRACTION;
+}
+
+namespace {
+
+// case | bytes | mtsarray | GB/s | lim GB/s | %lim | baseline | speedup: 112 columns
+constexpr int CASE_WIDTH = 52;
+constexpr const char* ROW_FORMAT = "%-52s %9s %9s %7s %7s %5s %9s %7s\n";
+
+}  // namespace
+
+void print_wrapped(const std::string& text, size_t indent) {
+    const size_t width = TABLE_COLUMNS - indent;
+    size_t start = 0;
+    while (start < text.size()) {
+        size_t end = std::min(text.size(), start + width);
+        if (end < text.size()) {
+            const size_t space = text.rfind(' ', end);
+            if (space != std::string::npos && space > start) {
+                end = space;
+            }
+        }
+        std::printf("%*s%s\n", static_cast<int>(indent), "", text.substr(start, end - start).c_str());
+        start = end;
+        while (start < text.size() && text[start] == ' ') {
+            start++;
+        }
+    }
+}
+
 void Table::header(const std::string& group, const std::string& device, const std::string& limit,
                    const std::string& baseline) {
-    std::printf("\n== %s on %s | limit: %s | baseline: %s\n", group.c_str(), device.c_str(),
-                limit.c_str(), baseline.c_str());
-    std::printf("%-50s %9s %9s %7s %8s %5s %9s %8s  %s\n", "case", "bytes", "mtsarray", "GB/s",
-                "lim GB/s", "%lim", "baseline", "speedup", "targets");
+    std::printf("\n");
+    print_wrapped("== " + group + " on " + device + " | limit: " + limit + " | baseline: " + baseline, 0);
+    std::printf(ROW_FORMAT, "case", "bytes", "mtsarray", "GB/s", "lim GB/s", "%lim", "baseline", "speedup");
     std::fflush(stdout);
 }
 
 void Table::print(const Row& row) {
-    std::printf("%-50s %9s %9s %7s %8s %5s %9s %8s  %s\n", row.name.c_str(),
-                row.bytes > 0 ? format_bytes(row.bytes).c_str() : "-",
+    // a name longer than its column gets a line of its own
+    std::string name = row.name;
+    if (name.size() > static_cast<size_t>(CASE_WIDTH)) {
+        std::printf("%s\n", name.c_str());
+        name = "";
+    }
+    const std::string percent = format_percent(row.fraction_of_limit()) + (row.unreliable() ? "?" : "");
+    std::printf(ROW_FORMAT, name.c_str(), row.bytes > 0 ? format_bytes(row.bytes).c_str() : "-",
                 format_seconds(row.seconds).c_str(),
                 row.bytes > 0 ? format_bandwidth(row.bandwidth()).c_str() : "-",
-                row.bytes > 0 ? format_bandwidth(row.limit_bandwidth()).c_str() : "-",
-                format_percent(row.fraction_of_limit()).c_str(),
+                row.bytes > 0 ? format_bandwidth(row.limit_bandwidth()).c_str() : "-", percent.c_str(),
                 format_seconds(row.baseline_seconds).c_str(),
-                format_ratio(row.speedup(), "x").c_str(), targets_text(row).c_str());
+                row.baseline_does_no_work ? "no work" : format_ratio(row.speedup(), "x").c_str());
+    if (!row.targets.empty()) {
+        print_wrapped(targets_text(row), 4);
+    }
+    if (row.unreliable()) {
+        print_wrapped("UNRELIABLE: " + format_percent(row.fraction_of_limit()) + " of " + row.limit_name +
+                          " on the same bytes is above what the hardware allows: other work disturbed the "
+                          "row or its limit (rerun on a quiet machine)",
+                      4);
+    }
     if (!row.note.empty()) {
-        std::printf("%-50s %s\n", "", row.note.c_str());
+        print_wrapped(row.note, 4);
     }
     std::fflush(stdout);
 }
@@ -233,9 +280,14 @@ size_t Table::summary(const std::vector<Row>& rows) const {
             }
         }
     }
-    std::printf("\n== targets: %zu PASS, %zu MISS (%zu rows)\n", pass, miss, rows.size());
+    size_t unreliable = 0;
+    for (const auto& row : rows) {
+        unreliable += row.unreliable() ? 1 : 0;
+    }
+    std::printf("\n== targets: %zu PASS, %zu MISS (%zu rows, %zu unreliable)\n", pass, miss, rows.size(),
+                unreliable);
     for (const auto& line : missed) {
-        std::printf("   MISS %s\n", line.c_str());
+        print_wrapped("MISS " + line, 3);
     }
     return miss;
 }
@@ -250,7 +302,20 @@ void write_json(const std::string& path, const Options& options, const std::vect
     std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
     const char* mode = options.mode == Mode::full ? "full" : options.smoke() ? "smoke" : "quick";
 
+    int32_t host_threads = 0;
+    if (mtsarray_get_num_threads(&host_threads) != MTS_SUCCESS) {
+        host_threads = -1;
+    }
+    // what the figures were measured on and with: enough to compare two files
     file << "{\n  \"machine\": \"" << json_escape(describe_machine()) << "\",\n";
+    file << "  \"cpu_model\": \"" << json_escape(cpu_model()) << "\", \"cpus\": "
+         << std::thread::hardware_concurrency() << ", \"host_threads\": " << host_threads << ",\n";
+    file << "  \"mtsarray_version\": \"" << json_escape(mtsarray_version()) << "\", \"commit\": \""
+         << json_escape(build_info::commit) << "\", \"metatensor_version\": \"" << json_escape(mts_version())
+         << "\",\n";
+    file << "  \"compiler\": \"" << json_escape(build_info::compiler) << "\", \"cuda_compiler\": \""
+         << json_escape(build_info::cuda_compiler) << "\", \"build_type\": \""
+         << json_escape(build_info::build_type) << "\",\n";
     file << "  \"date\": \"" << date << "\",\n  \"mode\": \"" << mode << "\",\n";
     file << "  \"rows\": [\n";
     for (size_t i = 0; i < rows.size(); i++) {
@@ -272,7 +337,9 @@ void write_json(const std::string& path, const Options& options, const std::vect
              << ", \"fraction_of_limit\": " << json_number(row.fraction_of_limit()) << ",\n";
         file << "     \"baseline\": \"" << json_escape(row.baseline_name)
              << "\", \"baseline_seconds\": " << json_number(row.baseline_seconds)
-             << ", \"speedup_over_baseline\": " << json_number(row.speedup()) << ",\n";
+             << ", \"speedup_over_baseline\": " << json_number(row.speedup())
+             << ", \"baseline_does_no_work\": " << (row.baseline_does_no_work ? "true" : "false")
+             << ", \"unreliable\": " << (row.unreliable() ? "true" : "false") << ",\n";
         file << "     \"measurements\": {";
         for (size_t m = 0; m < row.measurements.size(); m++) {
             file << (m == 0 ? "" : ", ") << "\"" << json_escape(row.measurements[m].first)
@@ -290,7 +357,7 @@ void write_json(const std::string& path, const Options& options, const std::vect
     file << "  ]\n}\n";
 }
 
-std::string describe_machine() {
+std::string cpu_model() {
     std::string model = "unknown CPU";
     std::ifstream cpuinfo("/proc/cpuinfo");
     std::string line;
@@ -303,8 +370,12 @@ std::string describe_machine() {
             break;
         }
     }
+    return model;
+}
+
+std::string describe_machine() {
     std::ostringstream text;
-    text << model << ", " << std::thread::hardware_concurrency() << " CPUs";
+    text << cpu_model() << ", " << std::thread::hardware_concurrency() << " CPUs";
     return text.str();
 }
 

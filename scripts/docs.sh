@@ -56,8 +56,20 @@ ensure_python_package() {
         return
     fi
     log "pip install ./python (the Python reference documents the installed package; found '${installed:-none}')"
-    "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps \
-        -C "build-dir=$BUILD_DIR/python-package" "$REPO_ROOT/python"
+    local -a reuse=()
+    if [[ -f "$BUILD_DIR/CMakeCache.txt" && -f "$BUILD_DIR/include/mtsarray/config.h" ]]; then
+        # the library of the build folder (run.sh's or test.sh's): only the
+        # extension is compiled (python/CMakeLists.txt, MTSARRAY_LIBRARY_BUILD_DIR)
+        echo "    on the library of $BUILD_DIR (cmake --build --target mtsarray), then the extension alone"
+        cmake --build "$BUILD_DIR" -j"$JOBS" --target mtsarray
+        reuse=(-C "cmake.define.MTSARRAY_LIBRARY_BUILD_DIR=$BUILD_DIR")
+    else
+        echo "    no build folder at $BUILD_DIR: the library is compiled too (about 3 minutes on 2 cores;"
+        echo "    scripts/run.sh first makes this step take seconds); pip's build output follows"
+    fi
+    CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" "$VENV_PYTHON" -m pip install --disable-pip-version-check \
+        --no-build-isolation --no-deps "$([[ ${#reuse[@]} -gt 0 ]] && echo --quiet || echo --verbose)" \
+        -C "build-dir=$BUILD_DIR/python-package" "${reuse[@]}" "$REPO_ROOT/python"
 }
 
 run_doxygen() {

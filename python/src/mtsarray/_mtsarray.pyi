@@ -222,6 +222,8 @@ class MtsArray:
         The array's device as DLPack ``(device_type, device_id)`` (array API standard 2024.12).
         """
 
+    __dlpack_c_exchange_api__: PyCapsule = ...
+
 class MovePlan:
     """
     A movement plan: the movements of :meth:`MtsArray.move_data` checked once,
