@@ -173,6 +173,7 @@ const char* SimulatedErrors::name(Status status) noexcept {
     case Status::host_wait_timeout: return "simulatedHostWaitTimeout";
     case Status::runtime_unloading: return "cudaErrorCudartUnloading";
     case Status::illegal_address: return "cudaErrorIllegalAddress";
+    case Status::peer_access_already_enabled: return "cudaErrorPeerAccessAlreadyEnabled";
     }
     return "unknown";
 }
@@ -195,6 +196,7 @@ const char* SimulatedErrors::description(Status status) noexcept {
     case Status::host_wait_timeout: return "the host waited for a stream held by the test (simulation)";
     case Status::runtime_unloading: return "driver shutting down";
     case Status::illegal_address: return "an illegal memory access was encountered";
+    case Status::peer_access_already_enabled: return "peer access is already enabled";
     }
     return "unknown";
 }
