@@ -29,6 +29,8 @@ namespace sim {
 constexpr unsigned char poison = 0xDD;
 constexpr size_t quarantine_limit = size_t(256) << 20;
 constexpr size_t alignment = 256;
+/// The simulated devices unless MTSARRAY_SIM_DEVICES says otherwise.
+constexpr int default_devices = 2;
 
 uint64_t environment_number(const char* name, uint64_t fallback);
 
@@ -203,7 +205,7 @@ struct Simulator {
     std::mt19937_64 block_order;  // the order kernels run their blocks in
 
     Simulator()
-        : devices(static_cast<int>(std::clamp<uint64_t>(environment_number("MTSARRAY_SIM_DEVICES", max_devices), 1,
+        : devices(static_cast<int>(std::clamp<uint64_t>(environment_number("MTSARRAY_SIM_DEVICES", default_devices), 1,
                                                           max_devices))),
           seed(environment_number("MTSARRAY_SIM_SEED", std::random_device{}())),
           max_delay_us(environment_number("MTSARRAY_SIM_MAX_DELAY_US", 100)),
