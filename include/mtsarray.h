@@ -374,6 +374,24 @@ MTSARRAY_EXPORT mts_status_t mtsarray_data(const mts_array_t* array, void** data
  * a snapshot, which a replay would upload again: all are refused while the
  * destination's stream captures.
  *
+ * Writes and other streams: like every write mtsarray makes into an array
+ * (move_data, movement plans), the copy is queued after the reads of the
+ * destination that mtsarray queued on other streams, of any device (an
+ * event wait each, no host block). What a DLPack consumer queues on the
+ * memory after an export is the consumer's to order.
+ *
+ * Between two GPUs of one runtime the copy is a peer copy. Where the two
+ * devices can reach each other (cudaDeviceCanAccessPeer), the first copy
+ * between them opens mtsarray's memory pools of each to the other
+ * (cudaMemPoolSetAccess; hipMemPoolSetAccess on ROCm), so that copies go
+ * over the link; where they can not, copies still work, staged through the
+ * host by the driver. Memory mtsarray does not own (wrapped, imported, or
+ * from an allocator set with mtsarray_set_allocator) follows its owner's
+ * peer settings: mtsarray never calls cudaDeviceEnablePeerAccess.
+ * MTSARRAY_PEER_ACCESS=0 in the environment turns the opening off (every
+ * copy between devices staged); a value other than 0 or 1 makes such
+ * copies fail with an error naming the variable (docs/guides/streams.md).
+ *
  * \param destination an mtsarray array, written
  * \param source any `mts_array_t` of the same dtype and shape, read
  * \return `MTS_SUCCESS`, or an error status (the errors above) with its

@@ -90,6 +90,31 @@ void Buffer::record_device_use(const Stream& stream) {
         }
     }
     uses_.emplace_back(stream, std::move(marker));
+    has_uses_.store(true, std::memory_order_release);
+}
+
+void Buffer::order_write_after_uses(const Stream& stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    bool all_ordered = true;
+    for (const auto& use : uses_) {
+        if (use.first == stream) {
+            continue;  // queued before the write on its own stream
+        }
+        if (use.second == nullptr) {
+            all_ordered = false;  // a use inside a capture: only the free can wait for it (after the graph)
+            continue;
+        }
+        const Backend& backend = memory_backend(use.first.device().device_type);
+        if (stream.is_none()) {
+            backend.synchronize(*use.second);  // a host writer: the host waits, for these reads only
+        } else {
+            backend.wait(stream, *use.second);
+        }
+    }
+    if (stream == release_stream_ && all_ordered) {
+        uses_.clear();
+        has_uses_.store(false, std::memory_order_release);
+    }
 }
 
 void Buffer::mark_writable_pointer_escaped() noexcept {

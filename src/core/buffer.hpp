@@ -10,7 +10,8 @@
 //    then, never those streams: a stream belongs to whoever made it, and may
 //    be gone by the time the memory is;
 // so that freeing never overtakes a read or a write still queued on the
-// device, and never blocks the host. Memory owned by someone else (wrapped,
+// device, and never blocks the host. A write that mtsarray queues into the
+// memory waits for those uses the same way (`order_write`). Memory owned by someone else (wrapped,
 // imported) is handed back to its owner the same way, once that work is done.
 
 #include <atomic>
@@ -88,6 +89,20 @@ public:
         }
     }
 
+    /// Work about to be queued on `stream` writes this memory: it must not
+    /// overtake the uses recorded on other streams (reads that mtsarray
+    /// queued there). A device stream waits for them (an event wait each,
+    /// no host block); a host writer (`stream` is none) waits for them on
+    /// the host. Where `stream` is the release stream, those uses are
+    /// covered from then on (the free comes after the write) and forgotten.
+    /// One atomic load when no other stream used the memory. Called before
+    /// queuing the write. Thread-safe.
+    void order_write(const Stream& stream) {
+        if (has_uses_.load(std::memory_order_acquire)) {
+            order_write_after_uses(stream);
+        }
+    }
+
     /// A pointer through which the data may be written left mtsarray's
     /// control (mtsarray_data, a writable DLPack export): from now on no
     /// host copy of the bytes can be trusted. Permanent; thread-safe.
@@ -100,6 +115,7 @@ private:
     static std::shared_ptr<Buffer> hold(std::shared_ptr<const Allocator> allocator, const Stream& stream, void* data,
                                         size_t bytes);
     void record_device_use(const Stream& stream);
+    void order_write_after_uses(const Stream& stream);
     void set_device_release_stream(const Stream& stream);
 
     void* data_;
@@ -115,6 +131,7 @@ private:
     Stream release_stream_;
     std::vector<std::pair<Stream, std::shared_ptr<const StreamMarker>>> uses_;
     bool kept_forever_ = false;  // a use could be neither recorded nor waited for
+    std::atomic<bool> has_uses_{false};  // !uses_.empty(), read without the lock
 };
 
 }  // namespace mtsarray::detail

@@ -186,6 +186,32 @@ struct CudaRuntime {
 
     /// A stream-ordered pool of `device` (its release threshold is set by
     /// set_release_threshold).
+    // ---- peer access (src/gpu/peer_access.hpp) ----------------------------
+    /// Whether `device` can reach memory of `peer` directly.
+    static bool can_access_peer(int device, int peer) {
+        int can = 0;
+        MTSARRAY_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device, peer));
+        return can != 0;
+    }
+    /// Lets the current device reach `peer`'s allocations that are not from
+    /// a pool; already enabled is not an error.
+    static void enable_peer_access(int peer) {
+        const cudaError_t status = cudaDeviceEnablePeerAccess(peer, 0);
+        if (status == cudaErrorPeerAccessAlreadyEnabled) {
+            (void)cudaGetLastError();  // not sticky: forget it
+            return;
+        }
+        MTSARRAY_CUDA_CHECK(status);
+    }
+    /// Lets work on `device` read and write the memory of `pool`.
+    static void grant_pool_access(PoolHandle pool, int device) {
+        cudaMemAccessDesc access = {};
+        access.location.type = cudaMemLocationTypeDevice;
+        access.location.id = device;
+        access.flags = cudaMemAccessFlagsProtReadWrite;
+        MTSARRAY_CUDA_CHECK(cudaMemPoolSetAccess(pool, &access, 1));
+    }
+
     static PoolHandle create_pool(int device) {
         cudaMemPoolProps properties = {};
         properties.allocType = cudaMemAllocationTypePinned;

@@ -136,7 +136,7 @@ void launch_fill(typename Runtime::StreamHandle stream, void* data, uint64_t cou
         Runtime::run_grid(
             stream, fill_kernel_key<Runtime, Unit16>(), shape,
             [arguments](const GridThread& thread) { fill_thread<Unit16>(arguments, thread.global(), thread.count()); },
-            {arguments.data});
+            {}, {arguments.data});
     } else {
 #if MTSARRAY_DEVICE_COMPILER
         fill_kernel<Unit16><<<shape.blocks, shape.block_x, 0, stream>>>(arguments);

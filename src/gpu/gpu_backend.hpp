@@ -24,6 +24,7 @@
 //   stream_ordering.hpp       waits between streams and for the host,
 //                             markers, releases, the capture rules they meet
 //   stream_ordered_memory.hpp device memory: mtsarray's pool per device
+//   peer_access.hpp           pools of two devices opened to each other
 //   runtime_calls.hpp         the calls that need the Relaxed capture mode
 //   pinned_staging_pool.hpp   page-locked buffers for host -> device uploads
 //   host_to_device.hpp        host -> device copies that never wait for the
@@ -67,6 +68,7 @@
 #include "gpu/move_data_table.hpp"
 #include "gpu/move_table_planning.hpp"
 #include "gpu/move_table_storage.hpp"
+#include "gpu/peer_access.hpp"
 #include "gpu/pinned_staging_pool.hpp"
 #include "gpu/prepared_move_plan.hpp"
 #include "gpu/runtime_calls.hpp"
@@ -487,7 +489,10 @@ public:
         } else {
             // Not a plain device-to-device copy: memory from stream-ordered
             // pools is only reachable from another device through the peer
-            // copy, which also works without peer access enabled.
+            // copy, which also works without peer access (staged through
+            // the host); where the devices reach each other, their pools
+            // are opened to each other first, once (peer_access.hpp).
+            open_peer_access(source_device.device_id, destination_device);
             Runtime::copy_peer_async(destination, destination_device, source, source_device.device_id, bytes,
                                      handle);
         }
@@ -519,6 +524,12 @@ public:
 private:
     using EventLease = typename EventPool<Runtime>::Lease;
 
+    /// Opens the pools of devices `a` and `b` to each other where they can
+    /// reach each other, the first time a copy goes between them.
+    void open_peer_access(int a, int b) const {
+        peers_.open(a, b, [this](int device) -> StreamOrderedPool<Runtime>& { return device_state(device).memory; });
+    }
+
     /// The state of `device` (gpu_devices.hpp).
     DeviceState& device_state(int device) const { return devices_.device_state(device); }
     static StreamHandle device_stream(const Stream& stream, const char* operation) {
@@ -536,6 +547,7 @@ private:
     const StreamOrdering<Runtime> ordering_{devices_};
     DeferredWork<Runtime>& deferred_{devices_.deferred()};
     const HostTasks* const host_tasks_;
+    mutable PeerAccess<Runtime> peers_;
 };
 
 }  // namespace gpu

@@ -12,11 +12,12 @@
 //
 //   template <class Body>
 //   static void run_grid(StreamHandle, KernelKey kernel, const GridShape&, Body body,
-//                        std::initializer_list<const void*> touched);
+//                        std::initializer_list<const void*> read,
+//                        std::initializer_list<const void*> written);
 //
 // which queues `body(GridThread)` for every thread of the grid on the stream
-// (`touched`: the memory the kernel reads or writes, for the runtime's
-// checks; `kernel`: which kernel this is, see KernelKey). Either way the
+// (`read`, `written`: the memory the kernel reads and the memory it writes,
+// for the runtime's checks; `kernel`: which kernel this is, see KernelKey). Either way the
 // launch is checked with MTSARRAY_CHECKED_LAUNCH.
 
 #include <cstdint>

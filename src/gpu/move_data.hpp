@@ -123,7 +123,7 @@ void launch_move_data(typename Runtime::StreamHandle stream, const MoveDataArgum
                 [table, arguments](const GridThread& thread) {
                     move_data_thread<Narrow>(table.entries, arguments, thread.block, thread.x);
                 },
-                {arguments.input, arguments.output});
+                {arguments.input}, {arguments.output});
         } else {
 #if MTSARRAY_DEVICE_COMPILER
             move_data_inline_kernel<Narrow><<<shape.blocks, shape.block_x, 0, stream>>>(
@@ -155,7 +155,7 @@ void launch_move_data_with_device_table(typename Runtime::StreamHandle stream, c
                 [device_entries, arguments](const GridThread& thread) {
                     move_data_thread<Narrow>(device_entries, arguments, thread.block, thread.x);
                 },
-                {arguments.input, arguments.output, device_entries});
+                {arguments.input, device_entries}, {arguments.output});
         } else {
 #if MTSARRAY_DEVICE_COMPILER
             move_data_device_table_kernel<Narrow><<<shape.blocks, shape.block_x, 0, stream>>>(device_entries,

@@ -29,7 +29,8 @@
 // mtsarray queues none there (check_not_capturing).
 //
 // Traits used: PoolHandle, create_pool, set_release_threshold, trim_pool,
-// device_memory_bytes, allocate_from_pool, free_async (runtime_traits.md).
+// device_memory_bytes, allocate_from_pool, free_async, grant_pool_access
+// (runtime_traits.md).
 
 #include <algorithm>
 #include <atomic>
@@ -102,6 +103,15 @@ public:
     static void free(void* data, StreamHandle stream) noexcept {
         RelaxedCaptureMode<Runtime> relaxed;
         Runtime::free_async(data, stream);
+    }
+
+    /// Lets work on `device` read and write the pool's memory, what it
+    /// holds now and what it gives later (peer_access.hpp; the pool's
+    /// device is current).
+    void grant_access(int device) {
+        const auto pool = handle();
+        RelaxedCaptureMode<Runtime> relaxed;
+        Runtime::grant_pool_access(pool, device);
     }
 
     /// Gives the memory the pool keeps back to the driver.

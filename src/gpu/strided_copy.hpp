@@ -295,7 +295,7 @@ void launch_strided_copy_of_rank(typename Runtime::StreamHandle stream, const St
                         transpose_thread<Width, Rank>(arguments, thread.block, thread.shape.blocks, thread.x,
                                                       thread.y);
                     },
-                    {arguments.source, arguments.destination});
+                    {arguments.source}, {arguments.destination});
             } else {
 #if MTSARRAY_DEVICE_COMPILER
                 const dim3 block(shape.block_x, shape.block_y);
@@ -330,7 +330,7 @@ void launch_strided_copy_of_rank(typename Runtime::StreamHandle stream, const St
                         general_copy_thread<Width, uint64_t, Rank>(arguments, thread.global(), thread.count());
                     }
                 },
-                {arguments.source, arguments.destination});
+                {arguments.source}, {arguments.destination});
         } else {
 #if MTSARRAY_DEVICE_COMPILER
             if (narrow) {

@@ -171,6 +171,32 @@ struct HipRuntime {
 
     /// A stream-ordered pool of `device` (its release threshold is set by
     /// set_release_threshold). (ROCm 5.2 marks these calls beta.)
+    // ---- peer access (src/gpu/peer_access.hpp) ----------------------------
+    /// Whether `device` can reach memory of `peer` directly.
+    static bool can_access_peer(int device, int peer) {
+        int can = 0;
+        MTSARRAY_HIP_CHECK(hipDeviceCanAccessPeer(&can, device, peer));
+        return can != 0;
+    }
+    /// Lets the current device reach `peer`'s allocations that are not from
+    /// a pool; already enabled is not an error.
+    static void enable_peer_access(int peer) {
+        const hipError_t status = hipDeviceEnablePeerAccess(peer, 0);
+        if (status == hipErrorPeerAccessAlreadyEnabled) {
+            (void)hipGetLastError();  // not sticky: forget it
+            return;
+        }
+        MTSARRAY_HIP_CHECK(status);
+    }
+    /// Lets work on `device` read and write the memory of `pool`.
+    static void grant_pool_access(PoolHandle pool, int device) {
+        hipMemAccessDesc access = {};
+        access.location.type = hipMemLocationTypeDevice;
+        access.location.id = device;
+        access.flags = hipMemAccessFlagsProtReadWrite;
+        MTSARRAY_HIP_CHECK(hipMemPoolSetAccess(pool, &access, 1));
+    }
+
     static PoolHandle create_pool(int device) {
         hipMemPoolProps properties = {};
         properties.allocType = hipMemAllocationTypePinned;

@@ -28,6 +28,10 @@ void copy_into(Array& destination, const Array& source) {
     }
     destination.invalidate_host_mirror();
     const Stream& stream = destination.stream();
+    // the destination may have been read on other streams: the write comes
+    // after those reads, whichever stream it is queued on (transfer() orders
+    // its stream after the destination's)
+    destination.buffer()->order_write(stream);
 
     if (same_device(destination.device(), source.device())) {
         const Backend& memory = destination.memory_backend();

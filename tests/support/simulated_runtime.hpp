@@ -1,12 +1,12 @@
 #pragma once
 // SimulatedRuntime: runtime traits for GpuBackend (src/gpu/gpu_backend.hpp)
-// beside CudaRuntime and HipRuntime, that simulate a CUDA runtime with two
+// beside CudaRuntime and HipRuntime, that simulate a CUDA runtime with up to four
 // devices on the CPU. GpuBackend<SimulatedRuntime> is the very backend CUDA
 // and HIP run, compiled by the host compiler: its kernels' per-thread bodies
 // (MTSARRAY_HOST_DEVICE) run on the host for every thread of the grid
 // (run_grid, see src/gpu/launch_config.hpp). Test-only; installed as the
 // backend of kDLCUDA, kDLCUDAHost and kDLCUDAManaged when no real GPU is
-// present (simulated_gpu_in_use()); the tests name its devices sim0, sim1.
+// present (simulated_gpu_in_use()); the tests name its devices sim0, sim1, ...
 //
 // The simulation behaves like CUDA where mtsarray's correctness depends on
 // it. Each rule is written beside the section of the CUDA (or ROCm)
@@ -19,7 +19,11 @@
 //   faults.cpp   the error vocabulary, each thread's last error, the
 //                runtime's teardown at exit;
 //   devices.cpp  devices and contexts, kernel loading, and the installation
-//                of the simulation as the CUDA backend of test programs.
+//                of the simulation as the CUDA backend of test programs;
+//   peers.cpp    which devices reach each other, peer access, pool access,
+//                peer copies over the link or through the host;
+//   hazards.cpp  reads, writes and frees of one allocation from several
+//                streams, checked against their order of issue.
 // state.hpp holds the state they share.
 
 #include <atomic>
@@ -67,20 +71,21 @@ enum class Status {
     illegal_address,
     mps_client_terminated,
     external_device,
+    peer_access_already_enabled,
 };
 
 enum class CaptureMode { global, thread_local_mode, relaxed };
 
 /// The most devices the simulation can have; how many it has is
 /// device_count().
-constexpr int max_devices = 2;
+constexpr int max_devices = 4;
 
 // ---- what tests drive ----------------------------------------------------------
 
 /// Whether the simulation serves the CUDA device types in this process (no
 /// real GPU, or MTSARRAY_TEST_GPU=simulated).
 bool in_use();
-/// The simulated devices: MTSARRAY_SIM_DEVICES (1 or 2), default 2.
+/// The simulated devices: MTSARRAY_SIM_DEVICES (1 to 4), default 2.
 int device_count();
 /// The seed of this process's random delays.
 uint64_t seed();
@@ -180,6 +185,28 @@ private:
 size_t host_to_device_copies();
 size_t device_allocations();
 
+/// Which devices can reach each other's memory (peers.cpp): "all" (the
+/// default, as on an NVLink node), "none", or pairs "0-1,2-3" (each pair
+/// both ways), as MTSARRAY_SIM_PEERS says; set_peer_topology changes it
+/// for the calls that follow (access granted so far stays) and returns
+/// the previous one.
+std::string set_peer_topology(const std::string& topology);
+/// Peer copies so far by path: over the link (the stream's device had
+/// access to the other side's memory) or staged through the host.
+struct PeerCopies {
+    size_t direct;
+    size_t staged;
+};
+PeerCopies peer_copies();
+/// Whether `pool`-less memory of `peer` is reachable from `device`
+/// (cudaDeviceEnablePeerAccess made there), and whether mtsarray's pools
+/// granted access: the devices that may touch memory of `device`'s pools.
+bool peer_access_enabled(int device, int peer);
+std::vector<int> pool_accessors(int device);
+/// cudaDeviceEnablePeerAccess(peer) from `device`, as another library (the
+/// owner of memory mtsarray wraps) would make it.
+Status enable_peer_access(int device, int peer);
+
 void begin_capture(int64_t stream, int device, CaptureMode mode = CaptureMode::global);
 
 /// What a captured node does, for the tests that count them.
@@ -267,7 +294,8 @@ namespace detail {
 /// Queues a kernel of `blocks` blocks: `run_block(b)` runs block b, the
 /// blocks in a random order drawn from the process's seed.
 void enqueue_kernel(StreamState* stream, mtsarray::detail::gpu::KernelKey kernel, unsigned blocks,
-                    std::vector<const void*> touched, std::function<void(unsigned)> run_block);
+                    std::vector<const void*> read, std::vector<const void*> written,
+                    std::function<void(unsigned)> run_block);
 }  // namespace detail
 
 }  // namespace sim
@@ -328,6 +356,10 @@ struct SimulatedRuntime {
     static CaptureMode exchange_capture_mode(CaptureMode mode) noexcept;
     static constexpr CaptureMode relaxed_capture_mode = CaptureMode::relaxed;
 
+    static bool can_access_peer(int device, int peer);
+    static void enable_peer_access(int peer);
+    static void grant_pool_access(PoolHandle pool, int device);
+
     static PoolHandle create_pool(int device);
     static void set_release_threshold(PoolHandle pool, uint64_t bytes);
     static void trim_pool(PoolHandle) noexcept;
@@ -365,13 +397,15 @@ struct SimulatedRuntime {
     static void synchronize_device();
 
     /// Queues `body(GridThread)` for every thread of `shape`, block by block
-    /// in a random order, on `stream`; `touched` is checked to be allocated
-    /// when it runs.
+    /// in a random order, on `stream`; the memory it reads and writes is
+    /// checked to be allocated, and ordered after the accesses issued
+    /// before (hazards.cpp), when it runs.
     template <class Body>
     static void run_grid(StreamHandle stream, mtsarray::detail::gpu::KernelKey kernel,
                          const mtsarray::detail::gpu::GridShape& shape, Body body,
-                         std::initializer_list<const void*> touched) {
-        sim::detail::enqueue_kernel(stream, kernel, shape.blocks, std::vector<const void*>(touched),
+                         std::initializer_list<const void*> read, std::initializer_list<const void*> written) {
+        sim::detail::enqueue_kernel(stream, kernel, shape.blocks, std::vector<const void*>(read),
+                                    std::vector<const void*>(written),
                                     [shape, body](unsigned block) {
                                         for (unsigned y = 0; y < shape.block_y; y++) {
                                             for (unsigned x = 0; x < shape.block_x; x++) {

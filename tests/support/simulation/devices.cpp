@@ -8,8 +8,8 @@
 //   device, and a load by a launch is also a violation (mtsarray loads its
 //   kernels when it sets a device up). Thread blocks run in a random order.
 // Devices (Programming Guide "Multi-Device System"; Runtime API cudaSetDevice).
-//   Two devices, or one (MTSARRAY_SIM_DEVICES=1, as on a machine with a
-//   single GPU); the current device is per thread (0 until set). Setting a
+//   Two devices by default, or as many as MTSARRAY_SIM_DEVICES says, from 1
+//   (as on a machine with a single GPU) to 4; the current device is per thread (0 until set). Setting a
 //   device creates its context, as cudaSetDevice does since CUDA 12, and so
 //   does any call that works on a device; contexts() tells which devices got
 //   one. Kernels and memsets run on streams of the current device.
@@ -76,7 +76,8 @@ void set_device(int device) { SimulatedRuntime::set_device(device); }
 // loaded by its launch is missing from the lists there.
 
 void detail::enqueue_kernel(StreamState* stream, mtsarray::detail::gpu::KernelKey kernel, unsigned blocks,
-                            std::vector<const void*> touched, std::function<void(unsigned)> run_block) {
+                            std::vector<const void*> read, std::vector<const void*> written,
+                            std::function<void(unsigned)> run_block) {
     refuse_unusable_runtime("cudaLaunchKernel");
     Simulator& state = simulator();
     std::unique_lock<std::mutex> lock(state.mutex);
@@ -100,8 +101,17 @@ void detail::enqueue_kernel(StreamState* stream, mtsarray::detail::gpu::KernelKe
     std::vector<unsigned> order(blocks);
     std::iota(order.begin(), order.end(), 0u);
     std::shuffle(order.begin(), order.end(), state.block_order);
+    std::vector<const void*> touched = read;
+    touched.insert(touched.end(), written.begin(), written.end());
+    std::vector<Access> accesses;
+    for (const void* data : read) {
+        accesses.push_back(Access{data, AccessKind::read, "a kernel"});
+    }
+    for (const void* data : written) {
+        accesses.push_back(Access{data, AccessKind::write, "a kernel"});
+    }
     const Status status = push_locked(
-        target, Item{[touched, order = std::move(order), run_block, device]() {
+        target, Item{[touched = std::move(touched), order = std::move(order), run_block, device]() {
                          bool usable = true;
                          for (const void* data : touched) {
                              usable = check_memory(data, 0, "a kernel", device) && usable;
@@ -114,7 +124,8 @@ void detail::enqueue_kernel(StreamState* stream, mtsarray::detail::gpu::KernelKe
                          }
                      },
                      {},
-                     NodeKind::kernel});
+                     NodeKind::kernel,
+                     std::move(accesses)});
     if (status != Status::success) {
         last = status;
     }

@@ -203,6 +203,7 @@ const char* SimulatedErrors::name(Status status) noexcept {
     case Status::illegal_address: return "cudaErrorIllegalAddress";
     case Status::mps_client_terminated: return "cudaErrorMpsClientTerminated";
     case Status::external_device: return "cudaErrorExternalDevice";
+    case Status::peer_access_already_enabled: return "cudaErrorPeerAccessAlreadyEnabled";
     }
     return "unknown";
 }
@@ -227,6 +228,7 @@ const char* SimulatedErrors::description(Status status) noexcept {
     case Status::illegal_address: return "an illegal memory access was encountered";
     case Status::mps_client_terminated: return "MPS client terminated";
     case Status::external_device: return "external device encountered an error";
+    case Status::peer_access_already_enabled: return "peer access is already enabled";
     }
     return "unknown";
 }

@@ -8,7 +8,7 @@
 //   memory is poisoned and kept in quarantine (up to 256 MiB), never reused:
 //   every queued copy, memset and kernel checks, when it runs, that the
 //   memory it touches is still allocated and belongs to the stream's device
-//   (peer copies excepted); a use of freed memory is a violation
+//   or is reachable from it (peers.cpp; peer copies excepted); a use of freed memory is a violation
 //   (violations()), and a kernel that would touch freed memory does not
 //   run (on a GPU it reads garbage or faults; on the host, the poisoned
 //   values would send it anywhere and crash the test). free_async is stream ordered: the memory is freed when
@@ -230,9 +230,11 @@ bool check_memory(const void* data, size_t bytes, const char* what, int device, 
         if (bytes != 0 && address + bytes > allocation->first + allocation->second.bytes) {
             state.violations.push_back(std::string(what) + " ran past the end of an allocation");
         }
-        if (!any_device && allocation->second.kind == MemoryKind::device && allocation->second.device != device) {
+        if (!any_device && !peer_reachable_locked(allocation->second, device)) {
+            // peers.cpp: another device's memory, reachable only once access was granted
             state.violations.push_back(std::string(what) + " on device " + std::to_string(device) +
-                                       " touched memory of device " + std::to_string(allocation->second.device));
+                                       " touched memory of device " + std::to_string(allocation->second.device) +
+                                       " without peer access");
         }
         return true;
     }
@@ -486,7 +488,7 @@ void SimulatedRuntime::free_async(void* data, StreamHandle stream) noexcept {
                 std::lock_guard<std::mutex> lock(simulator().mutex);
                 sim::release_locked(data, "cudaFreeAsync");
             },
-            "cudaFreeAsync", false);
+            "cudaFreeAsync", false, false, {{data, sim::AccessKind::free, "cudaFreeAsync"}});
         sim::report(status, "cudaFreeAsync");
     } catch (...) {
         sim::report(Status::memory_allocation, "cudaFreeAsync");
@@ -593,7 +595,9 @@ void SimulatedRuntime::copy_device_to_device_async(void* destination, const void
                        sim::check_memory(destination, bytes, "cudaMemcpyAsync (destination)", device);
                        std::memcpy(destination, source, bytes);
                    },
-                   "cudaMemcpyAsync", false),
+                   "cudaMemcpyAsync", false, false,
+                   {{source, sim::AccessKind::read, "cudaMemcpyAsync (source)"},
+                    {destination, sim::AccessKind::write, "cudaMemcpyAsync (destination)"}}),
                "cudaMemcpyAsync");
 }
 
@@ -611,7 +615,9 @@ void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* 
                            sim::check_memory(destination, bytes, "cudaMemcpyAsync (destination)", device);
                            std::memcpy(destination, source, bytes);
                        },
-                       "cudaMemcpyAsync", false),
+                       "cudaMemcpyAsync", false, false,
+                       {{source, sim::AccessKind::read, "cudaMemcpyAsync (page-locked source)"},
+                        {destination, sim::AccessKind::write, "cudaMemcpyAsync (destination)"}}),
                    "cudaMemcpyAsync");
         return;
     }
@@ -646,7 +652,9 @@ void SimulatedRuntime::copy_host_to_device_async(void* destination, const void* 
                                                           std::memcpy(destination, staged->data(), bytes);
                                                       },
                                                       {},
-                                                      sim::NodeKind::copy}),
+                                                      sim::NodeKind::copy,
+                                                      {{destination, sim::AccessKind::write,
+                                                        "cudaMemcpyAsync (destination)"}}}),
                    "cudaMemcpyAsync");
         if (target->capture != nullptr) {
             return;
@@ -691,7 +699,11 @@ void SimulatedRuntime::copy_device_to_host_async(void* destination, const void* 
                                                                             device, true);
                                                           std::memcpy(destination, source, bytes);
                                                       },
-                                                      {}}),
+                                                      {},
+                                                      sim::NodeKind::copy,
+                                                      {{source, sim::AccessKind::read, "cudaMemcpyAsync (source)"},
+                                                       {destination, sim::AccessKind::write,
+                                                        "cudaMemcpyAsync (destination)"}}}),
                    "cudaMemcpyAsync");
         if (page_locked || stream->capture != nullptr) {
             return;
@@ -707,6 +719,19 @@ void SimulatedRuntime::copy_peer_async(void* destination, int destination_device
                                        int source_device, size_t bytes, StreamHandle stream) {
     sim::refuse_unusable_runtime("cudaMemcpyPeerAsync");
     sim::touch_device(destination_device);
+    {
+        // over the link or through the host (peers.cpp): the path is the
+        // runtime's to choose, both are legal
+        std::lock_guard<std::mutex> lock(simulator().mutex);
+        const sim::StreamState* target = sim::resolve_locked(stream);
+        if (target != nullptr && target->capture == nullptr) {
+            if (sim::direct_peer_copy_locked(destination, source, target->device)) {
+                simulator().direct_peer_copies++;
+            } else {
+                simulator().staged_peer_copies++;
+            }
+        }
+    }
     sim::check(sim::push(
                    stream,
                    [=] {
@@ -715,7 +740,9 @@ void SimulatedRuntime::copy_peer_async(void* destination, int destination_device
                                          destination_device);
                        std::memcpy(destination, source, bytes);
                    },
-                   "cudaMemcpyPeerAsync", false),
+                   "cudaMemcpyPeerAsync", false, false,
+                   {{source, sim::AccessKind::read, "cudaMemcpyPeerAsync (source)"},
+                    {destination, sim::AccessKind::write, "cudaMemcpyPeerAsync (destination)"}}),
                "cudaMemcpyPeerAsync");
 }
 
@@ -728,7 +755,7 @@ void SimulatedRuntime::memset_async(void* data, unsigned char value, size_t byte
                        sim::check_memory(data, bytes, "cudaMemsetAsync", device);
                        std::memset(data, value, bytes);
                    },
-                   "cudaMemsetAsync", true),
+                   "cudaMemsetAsync", true, false, {{data, sim::AccessKind::write, "cudaMemsetAsync"}}),
                "cudaMemsetAsync");
 }
 

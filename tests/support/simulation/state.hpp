@@ -29,6 +29,8 @@ namespace sim {
 constexpr unsigned char poison = 0xDD;
 constexpr size_t quarantine_limit = size_t(256) << 20;
 constexpr size_t alignment = 256;
+/// The simulated devices unless MTSARRAY_SIM_DEVICES says otherwise.
+constexpr int default_devices = 2;
 
 uint64_t environment_number(const char* name, uint64_t fallback);
 
@@ -38,10 +40,21 @@ extern std::atomic<size_t> device_allocation_count;
 
 enum class Kind { legacy, per_thread, user };
 
+/// One access of queued work to simulated memory, checked against the
+/// accesses issued before it (hazards.cpp).
+enum class AccessKind { read, write, free };
+struct Access {
+    const void* data;
+    AccessKind kind;
+    const char* what;
+    uint64_t issue = 0;  // its place in the order of issue (0: not tracked)
+};
+
 struct Item {
     std::function<void()> work;
     std::vector<std::pair<StreamState*, uint64_t>> waits;  // (stream, items it must have completed)
     NodeKind kind = NodeKind::other;
+    std::vector<Access> accesses = {};  // what `work` reads, writes or frees (hazards.cpp)
 };
 
 struct Capture;
@@ -107,6 +120,7 @@ struct PoolState {
     size_t reserved = 0;            // device memory the pool holds: in use and cached
     std::multiset<size_t> cached;   // the blocks freed into it, kept for reuse
     uint64_t release_threshold = 0;  // cudaMemPoolAttrReleaseThreshold (CUDA's default)
+    std::set<int> accessors;  // other devices granted access by cudaMemPoolSetAccess (peers.cpp)
 };
 
 struct Capture {
@@ -134,6 +148,10 @@ struct Allocation {
     // device memory a foreign allocator holds: counted there, not here
     bool foreign = false;
 };
+
+struct Simulator;
+/// Sets the simulator's peer topology from MTSARRAY_SIM_PEERS (peers.cpp).
+void read_peer_topology(Simulator& state);
 
 struct Simulator {
     std::mutex mutex;  // guards everything below and the fields of streams and events it names
@@ -164,6 +182,16 @@ struct Simulator {
     size_t pinned_frees = 0;
     std::set<const void*> loaded_kernels[max_devices];
     size_t lazy_kernel_loads = 0;
+    // peer access (peers.cpp): which device can reach which
+    // (cudaDeviceCanAccessPeer), which device enabled access to which
+    // (cudaDeviceEnablePeerAccess), and the peer copies by path
+    bool peer_capable[max_devices][max_devices] = {};
+    bool peer_enabled[max_devices][max_devices] = {};
+    size_t direct_peer_copies = 0;
+    size_t staged_peer_copies = 0;
+    // hazards (hazards.cpp): accesses issued and not yet done, per allocation
+    uint64_t next_issue = 1;
+    std::map<uintptr_t, std::vector<std::pair<Access, StreamState*>>> pending_accesses;
 
     const int devices;
     const uint64_t seed;
@@ -177,7 +205,7 @@ struct Simulator {
     std::mt19937_64 block_order;  // the order kernels run their blocks in
 
     Simulator()
-        : devices(static_cast<int>(std::clamp<uint64_t>(environment_number("MTSARRAY_SIM_DEVICES", max_devices), 1,
+        : devices(static_cast<int>(std::clamp<uint64_t>(environment_number("MTSARRAY_SIM_DEVICES", default_devices), 1,
                                                           max_devices))),
           seed(environment_number("MTSARRAY_SIM_SEED", std::random_device{}())),
           max_delay_us(environment_number("MTSARRAY_SIM_MAX_DELAY_US", 100)),
@@ -187,6 +215,7 @@ struct Simulator {
             legacy[device] = make_stream(device, Kind::legacy, false);
             device_memory[device] = size_t(80) << 30;  // an H100's, until a test sets another
         }
+        read_peer_topology(*this);
     }
 
     // with mutex held (or during construction)
@@ -231,8 +260,9 @@ void worker_loop(StreamState* stream);
 StreamState* resolve_locked(const void* handle);
 Status push_locked(StreamState* stream, Item item);
 NodeKind kind_of(const char* call);
+/// `accesses`: the memory `work` reads, writes or frees (hazards.cpp).
 Status push(const void* handle, std::function<void()> work, const char* call, bool current_device_only,
-            bool pageable_host = false);
+            bool pageable_host = false, std::vector<Access> accesses = {});
 Status host_wait(StreamState* stream, uint64_t sequence, const char* call);
 std::vector<std::pair<StreamState*, uint64_t>> snapshot_locked(int device);
 Status synchronize_device_implicitly(const char* call);
@@ -263,6 +293,26 @@ bool is_page_locked(const void* data);
 /// Waits on the host until `bytes` of pageable data fit in the driver's
 /// staging space, beside the copies to `handle`'s device pending.
 Status wait_for_staging_space(const void* handle, size_t bytes);
+
+// ---- peer access (peers.cpp) ----
+/// Whether work on `device` may touch device memory `allocation` of
+/// another device: its pool granted `device` access, or (memory not from a
+/// pool) `device` enabled peer access to the allocation's device.
+bool peer_reachable_locked(const Allocation& allocation, int device);
+/// Whether a peer copy on a stream of `stream_device` between `destination`
+/// and `source` goes over the link (true) or through the host (false).
+bool direct_peer_copy_locked(const void* destination, const void* source, int stream_device);
+
+// ---- hazards (hazards.cpp) ----
+/// Numbers the accesses of an item being queued (not captured) and records
+/// them as pending. With the simulator's mutex held.
+void issue_accesses_locked(Item& item, StreamState* stream);
+/// When the item's work starts: a violation for each access issued before
+/// one of its own, to the same allocation, from another stream, not done
+/// yet, where one of the two writes or frees.
+void begin_accesses(const std::vector<Access>& accesses, StreamState* stream);
+/// When the item's work is done (or dropped).
+void end_accesses(const std::vector<Access>& accesses);
 
 }  // namespace sim
 }  // namespace mtsarray_test

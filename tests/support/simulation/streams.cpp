@@ -132,8 +132,10 @@ void worker_loop(StreamState* stream) {
             std::this_thread::sleep_for(std::chrono::microseconds((draw >> 1) % (max_delay + 1)));
         }
         if (item.work && fault_of(stream->device) == Status::success) {
+            begin_accesses(item.accesses, stream);  // hazards.cpp
             item.work();  // (after a sticky fault the device runs nothing: faults.cpp)
         }
+        end_accesses(item.accesses);
         lock.lock();
         stream->completed++;
         stream->changed.notify_all();
@@ -202,6 +204,7 @@ Status push_locked(StreamState* stream, Item item) {
             item.waits.emplace_back(legacy, legacy->pushed);
         }
     }
+    issue_accesses_locked(item, stream);  // hazards.cpp
     std::lock_guard<std::mutex> lock(stream->mutex);
     stream->pushed++;
     stream->items.push_back(std::move(item));
@@ -232,7 +235,7 @@ NodeKind kind_of(const char* call) {
 // `pageable_host`: the work copies between pageable host memory and the
 // device (pageable_copy_locked).
 Status push(const void* handle, std::function<void()> work, const char* call, bool current_device_only,
-            bool pageable_host) {
+            bool pageable_host, std::vector<Access> accesses) {
     Simulator& state = simulator();
     std::lock_guard<std::mutex> lock(state.mutex);
     StreamState* stream = resolve_locked(handle);
@@ -248,7 +251,7 @@ Status push(const void* handle, std::function<void()> work, const char* call, bo
             return status;
         }
     }
-    return push_locked(stream, Item{std::move(work), {}, kind_of(call)});
+    return push_locked(stream, Item{std::move(work), {}, kind_of(call), std::move(accesses)});
 }
 
 // Blocks the host until `stream` has completed `sequence` items: a host
