@@ -52,6 +52,10 @@ public:
     /// At least one device of this backend can be used right now.
     virtual bool available() const noexcept = 0;
 
+    /// The number of devices of this backend (device ids 0 to count - 1),
+    /// 0 without a driver or a device; not changed by a device fault.
+    virtual int device_count() const noexcept = 0;
+
     // allocate / deallocate (Allocator): stream-ordered, on
     // `stream.device()`; a GPU backend serves zero bytes with a valid device
     // address of its own; deallocate reports failures on stderr.

@@ -101,6 +101,7 @@ public:
 
     void check_device(DLDevice device) const override { devices_.check_device(device); }
     bool available() const noexcept override { return devices_.available(); }
+    int device_count() const noexcept override { return devices_.count(); }
 
     // ---- memory -----------------------------------------------------------
 
