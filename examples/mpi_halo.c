@@ -28,6 +28,8 @@
 #include <mpi.h>
 #include <mtsarray.h>
 
+#include "node_local_gpu.h"
+
 static const DLDevice CPU = {kDLCPU, 0};
 static const DLDataType FLOAT64 = {kDLFloat, 64, 1};
 static const DLDataType INT32 = {kDLInt, 32, 1};
@@ -199,15 +201,16 @@ int main(int argc, char** argv) {
             good = false;
         }
     }
-    /* auto: CUDA, then ROCm, when mtsarray can use one, else the CPU. GPU 0:
-     * launchers give each rank its own (CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES) */
+    /* auto: CUDA, then ROCm, when mtsarray can use one, else the CPU. Each rank
+     * takes the GPU of its node-local rank, modulo the GPUs (node_local_gpu.h) */
     bool cuda = false, rocm = false;
     CHECK(mtsarray_backend_available(kDLCUDA, &cuda));
     CHECK(mtsarray_backend_available(kDLROCM, &rocm));
     const bool any = strcmp(device_name, "auto") == 0;
     cuda = strcmp(device_name, "cuda") == 0 || (any && cuda);
     rocm = !cuda && (strcmp(device_name, "rocm") == 0 || (any && rocm));
-    const DLDevice device = {cuda ? kDLCUDA : rocm ? kDLROCM : kDLCPU, 0};
+    const int local_rank = node_local_rank(MPI_COMM_WORLD, NULL);
+    const DLDevice device = node_local_gpu(cuda ? kDLCUDA : rocm ? kDLROCM : kDLCPU, local_rank, NULL);
     good = good && (any || cuda || rocm || strcmp(device_name, "cpu") == 0);
     if (!good) {
         if (rank == 0) { fprintf(stderr, "usage: mpirun -np P>=2 mpi_halo [--device "

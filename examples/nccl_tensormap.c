@@ -48,6 +48,8 @@
 #include <mtsarray.h>
 #include <nccl.h>
 
+#include "node_local_gpu.h"
+
 static const DLDevice CPU = {kDLCPU, 0};
 static const DLDataType FLOAT64 = {kDLFloat, 64, 1};
 static const DLDataType INT32 = {kDLInt, 32, 1};
@@ -265,22 +267,18 @@ int main(int argc, char** argv) {
     int64_t stream_number = -1; /* CPU arrays have no stream */
     if (cuda) {
         /* the node-local rank picks the GPU; NCCL wants one GPU per rank */
-        MPI_Comm node = MPI_COMM_NULL;
-        int local_rank = 0, local_ranks = 0, gpus = 0;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-        MPI_Comm_rank(node, &local_rank);
-        MPI_Comm_size(node, &local_ranks);
-        MPI_Comm_free(&node);
-        CUDA_CHECK(cudaGetDeviceCount(&gpus));
+        int local_ranks = 0;
+        int32_t gpus = 0;
+        const int local_rank = node_local_rank(MPI_COMM_WORLD, &local_ranks);
+        r.device = node_local_gpu(kDLCUDA, local_rank, &gpus);
         if (local_ranks > gpus) {
             fprintf(stderr, "nccl_tensormap: %d ranks on a node with %d GPUs: NCCL needs a GPU per rank\n",
-                    local_ranks, gpus);
+                    local_ranks, (int)gpus);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
-        r.device = (DLDevice){kDLCUDA, local_rank};
         /* before any other CUDA or NCCL call: ncclCommInitRank binds the
          * communicator to the current device */
-        CUDA_CHECK(cudaSetDevice(local_rank));
+        CUDA_CHECK(cudaSetDevice(r.device.device_id));
         ncclUniqueId id;
         if (rank == 0) { NCCL_CHECK(ncclGetUniqueId(&id)); }
         MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);

@@ -25,7 +25,7 @@ program example_md
     type(DLDataType) :: dtype
     type(DLDevice) :: device
     integer :: atom, xyz
-    integer(c_int32_t) :: threads
+    integer(c_int32_t) :: threads, gpus
     type(c_ptr) :: plan
     integer :: step
 
@@ -152,6 +152,15 @@ program example_md
 
     ! ---- a GPU, when there is one ------------------------------------------------------
     call expect(mtsarray_backend_available(kDLCPU), "the CPU backend is available")
+    call check(mtsarray_device_count(kDLCPU, gpus), "device_count(kDLCPU)")
+    call expect(gpus == 1, "one CPU device")
+    ! GPU ids are 0 to gpus - 1 (an MPI rank takes its node-local rank modulo gpus)
+    call check(mtsarray_device_count(kDLCUDA, gpus), "device_count(kDLCUDA)")
+    call expect((gpus > 0) .eqv. mtsarray_backend_available(kDLCUDA), "CUDA devices exactly when CUDA is available")
+    print '(a, i0)', "CUDA devices: ", gpus
+    gpus = -7
+    call expect(mtsarray_device_count(4_c_int, gpus) /= MTS_SUCCESS, "device_count(kDLOpenCL) is an error")
+    call expect(gpus == -7, "and leaves the count untouched")
     if (mtsarray_backend_available(kDLCUDA)) then
         ! positions on the GPU (C shape [n_atoms, 3]), gathered there on the
         ! per-thread default stream, then copied back to read them

@@ -99,7 +99,7 @@ module mtsarray
     public :: mtsarray_shape, mtsarray_dtype, mtsarray_device, mtsarray_move_data, mtsarray_copy
     public :: mtsarray_is_mtsarray, mtsarray_destroy, mtsarray_copy_into
     public :: mtsarray_move_plan_create, mtsarray_move_plan_execute, mtsarray_move_plan_free
-    public :: mtsarray_backend_available, mtsarray_backend_unavailable_reason
+    public :: mtsarray_backend_available, mtsarray_backend_unavailable_reason, mtsarray_device_count
     public :: mtsarray_last_error, mtsarray_version
     public :: mtsarray_set_num_threads, mtsarray_get_num_threads
     public :: mtsarray_cuda_device, mtsarray_rocm_device
@@ -259,6 +259,18 @@ module mtsarray
         function mtsarray_get_num_threads(count) bind(c, name="mtsarray_get_num_threads") result(status)
             import :: c_int32_t
             integer(c_int32_t), intent(out) :: count
+            integer(c_int32_t) :: status
+        end function
+
+        !> The number of devices arrays of `device_type` can be made on (ids
+        !> 0 to count - 1): 1 for kDLCPU, the runtime's count for kDLCUDA and
+        !> kDLROCM (and their host memory types), 0 when that backend was not
+        !> compiled in or has no driver or device. Errors (count untouched):
+        !> a device type mtsarray has no backend for.
+        function mtsarray_device_count(device_type, count) bind(c, name="mtsarray_device_count") result(status)
+            import :: c_int, c_int32_t
+            integer(c_int), value :: device_type
+            integer(c_int32_t), intent(inout) :: count
             integer(c_int32_t) :: status
         end function
 

@@ -104,7 +104,10 @@
  * library's kernel: "to continue using CUDA, the process must be
  * terminated"), the first mtsarray call that meets it fails with the
  * runtime's error, and every later call on that runtime's devices fails at
- * once with an error naming that first fault. mtsarray then stops freeing
+ * once with an error naming that first fault: on every device of that
+ * runtime, not only the one that faulted, since the runtime asks for the
+ * process to end; a fault of the CUDA runtime does not stop calls on ROCm
+ * devices, nor the reverse. mtsarray then stops freeing
  * device memory and handing memory back to its owners (the device may never
  * finish with it), and says so once on stderr; nothing is retried.
  *
@@ -553,6 +556,34 @@ MTSARRAY_EXPORT mts_status_t mtsarray_is_mtsarray(const mts_array_t* array, bool
  */
 MTSARRAY_EXPORT mts_status_t mtsarray_backend_available(DLDeviceType device_type,
                                                         bool* available);
+
+/**
+ * Counts the devices arrays of `device_type` can be made on: `*count` is
+ * the number of valid device ids, 0 to `*count - 1`.
+ *
+ * - kDLCPU: 1.
+ * - kDLCUDA, kDLROCM: the devices the runtime reports (after
+ *   CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES), counted once, on the
+ *   first call of the process that needs them; 0 when the backend was not
+ *   compiled in or the runtime has no driver or no device, exactly when
+ *   mtsarray_backend_available() says false for want of them
+ *   (mtsarray_backend_unavailable_reason() says why).
+ * - kDLCUDAHost, kDLCUDAManaged, kDLROCMHost: the same count as their GPU
+ *   backend's device type.
+ *
+ * A device fault does not change the count, although every later call on
+ * that backend's devices fails with it and mtsarray_backend_available()
+ * then says false (see "Device faults" above). Host only, queues nothing,
+ * makes no context on any device.
+ *
+ * \param device_type a DLPack device type
+ * \param count where the count is written; left untouched on error
+ * \return MTS_SUCCESS, or MTS_CALLBACK_ERROR with a message (mts_last_error)
+ *   for a NULL `count` or a `device_type` that mtsarray has no backend for
+ *   in any build (kDLOpenCL, kDLVulkan, a value that is no DLPack device
+ *   type, ...): the message names the type and lists the supported ones.
+ */
+MTSARRAY_EXPORT mts_status_t mtsarray_device_count(DLDeviceType device_type, int32_t* count);
 
 /**
  * Why the backend for `device_type` can not be used: a NUL-terminated

@@ -65,6 +65,16 @@ inline bool backend_available(DLDeviceType type) {
     return available;
 }
 
+/// The number of devices of `type` arrays can be made on, device ids 0 to
+/// count - 1 (mtsarray_device_count): 1 for kDLCPU, 0 for a GPU type whose
+/// backend was not compiled in or has no driver or device. Throws Error for
+/// a type mtsarray has no backend for.
+inline int32_t device_count(DLDeviceType type) {
+    int32_t count = 0;
+    details::check(mtsarray_device_count(type, &count));
+    return count;
+}
+
 /// Use up to `count` threads (the caller included) for work on host memory
 /// (mtsarray_set_num_threads).
 inline void set_num_threads(int32_t count) {

@@ -122,17 +122,30 @@ class Message:
             target.move_data(self.receive[index], unpack)
 
 
-def choose_device(requested):
-    """auto: CUDA, then ROCm, when mtsarray can use one, else the CPU. GPU 0:
-    launchers give each rank its own (CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES)."""
-    if requested != "auto":
-        if requested != "cpu" and not mtsarray.backend_available(requested):
-            sys.exit(f"mpi_halo.py: --device {requested}, but {mtsarray.backend_unavailable_reason(requested)}")
-        return requested if requested == "cpu" else requested + ":0"
-    for kind in ("cuda", "rocm"):
-        if mtsarray.backend_available(kind):
-            return kind + ":0"
-    return "cpu"
+def node_local_rank(comm):
+    """This rank's rank among the ranks of its node (MPI_COMM_TYPE_SHARED groups
+    the ranks that share memory), as examples/node_local_gpu.h does in C."""
+    from mpi4py import MPI
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return node.Get_rank()
+    finally:
+        node.Free()
+
+
+def choose_device(requested, local_rank):
+    """auto: CUDA, then ROCm, when mtsarray can use one, else the CPU. Each rank
+    takes the GPU of its node-local rank, modulo the GPUs it sees (a launcher that
+    gives every rank its own, with CUDA_VISIBLE_DEVICES, leaves one: GPU 0)."""
+    if requested == "cpu":
+        return "cpu"
+    if requested != "auto" and not mtsarray.backend_available(requested):
+        sys.exit(f"mpi_halo.py: --device {requested}, but {mtsarray.backend_unavailable_reason(requested)}")
+    kinds = [requested] if requested != "auto" else [k for k in ("cuda", "rocm") if mtsarray.backend_available(k)]
+    if not kinds:
+        return "cpu"
+    return f"{kinds[0]}:{local_rank % mtsarray.device_count(kinds[0])}"
 
 
 def main():
@@ -152,7 +165,7 @@ def main():
     rank, size = comm.Get_rank(), comm.Get_size()
     if size < 2:
         sys.exit("mpi_halo.py: run it on 2 ranks or more: mpiexec -n 4 python3 examples/python/mpi_halo.py")
-    device = choose_device(arguments.device)
+    device = choose_device(arguments.device, node_local_rank(comm))
     # direct hands MPI the arrays' own pointers: on a GPU, only a GPU-aware MPI takes them
     gpu_aware = os.environ.get("MTSARRAY_MPI_GPU_AWARE") == "1"
     staged = arguments.transport == "staged" or (arguments.transport is None and device != "cpu" and not gpu_aware)

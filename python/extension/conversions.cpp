@@ -145,6 +145,16 @@ DLDevice parse_device(nb::handle device) {
         if (nb::len(items) != 2) {
             raise(PyExc_ValueError, "a device tuple is (device_type, device_id), got " + describe(device));
         }
+        if (PyUnicode_Check(items[0].ptr())) {  // ("cuda", 1), as torch.device("cuda", 1)
+            const std::string name = nb::cast<std::string>(items[0]);
+            const int64_t id = integer(items[1], "the device id");
+            if (name.find(':') != std::string::npos || id < 0 || id > INT32_MAX) {
+                raise(PyExc_ValueError, "invalid device " + describe(device) +
+                                            ": a device tuple is (name, device_id) such as ('cuda', 1), or a "
+                                            "DLPack (device_type, device_id)");
+            }
+            return parse_device_string(name + ":" + std::to_string(id));
+        }
         const int64_t type = integer(items[0], "the device type");
         const int64_t id = integer(items[1], "the device id");
         if (type < 0 || type > INT_MAX || id < 0 || id > INT32_MAX) {
@@ -163,8 +173,8 @@ DLDevice parse_device(nb::handle device) {
             return parse_device_string(text);
         }
     }
-    raise(PyExc_TypeError, "a device is a string such as 'cpu' or 'cuda:0', or a DLPack (device_type, "
-                           "device_id) tuple, got " + describe(device));
+    raise(PyExc_TypeError, "a device is a string such as 'cpu' or 'cuda:0', a (name, device_id) tuple such as "
+                           "('cuda', 1), or a DLPack (device_type, device_id) tuple, got " + describe(device));
 }
 
 std::string device_name(DLDevice device) {

@@ -267,6 +267,12 @@ bool backend_available(nb::handle device_type) {
     return available;
 }
 
+int32_t device_count(nb::handle device_type) {
+    int32_t count = 0;
+    check(mtsarray_device_count(parse_device_type(device_type), &count));
+    return count;
+}
+
 void set_num_threads(int64_t count) {
     if (count < INT32_MIN || count > INT32_MAX) {
         raise_error("mtsarray_set_num_threads: count = " + std::to_string(count) +

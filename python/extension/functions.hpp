@@ -15,6 +15,8 @@ Array zeros(nanobind::handle shape, nanobind::handle dtype, nanobind::handle dev
 Array full(nanobind::handle shape, nanobind::handle value, nanobind::handle dtype, nanobind::handle device);
 
 bool backend_available(nanobind::handle device_type);
+/// mtsarray_device_count.
+int32_t device_count(nanobind::handle device_type);
 
 /// mtsarray_set_num_threads / mtsarray_get_num_threads.
 void set_num_threads(int64_t count);

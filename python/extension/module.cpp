@@ -155,8 +155,9 @@ constexpr const char* zeros_doc = R"(A new array of zeros.
 :param dtype: a NumPy dtype or its name (``"float32"``, ``numpy.int64``, ...)
     among bool, (u)int8 to (u)int64, float16 to float64, complex64,
     complex128; or ``"bfloat16"``.
-:param device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"rocm:0"``, ... or a
-    DLPack ``(device_type, device_id)`` pair.
+:param device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"rocm:0"``, ..., a
+    ``(name, device_id)`` pair such as ``("cuda", 1)``, or a DLPack
+    ``(device_type, device_id)`` pair.
 :return: an array whose memory is allocated and zeroed on the device's
     default stream (the call does not wait for a GPU).
 :raises mtsarray.Error: the device's backend is not usable here
@@ -249,7 +250,7 @@ NB_MODULE(_mtsarray, m) {
              "The data as a NumPy array (``numpy.asarray(array)``): zero-copy for host memory, "
              "``TypeError`` for GPU memory.")
         .def("copy", &Array::copy, "device"_a = nb::none(),
-             nb::sig("def copy(self, device: str | tuple[int, int] | None = None) -> MtsArray"),
+             nb::sig("def copy(self, device: str | tuple[int, int] | tuple[str, int] | None = None) -> MtsArray"),
              "A deep copy on ``device`` (default: the array's own), on that device's default stream. A "
              "copy to the host waits for the data; device copies do not block the host.")
         .def("move_data",
@@ -309,11 +310,11 @@ NB_MODULE(_mtsarray, m) {
 
     m.def("zeros", &mtsarray_python::zeros, "shape"_a, "dtype"_a = "float64", "device"_a = "cpu",
           nb::sig("def zeros(shape: int | collections.abc.Sequence[int], dtype: numpy.typing.DTypeLike = 'float64', "
-                  "device: str | tuple[int, int] = 'cpu') -> MtsArray"),
+                  "device: str | tuple[int, int] | tuple[str, int] = 'cpu') -> MtsArray"),
           zeros_doc);
     m.def("full", &mtsarray_python::full, "shape"_a, "value"_a, "dtype"_a = nb::none(), "device"_a = "cpu",
           nb::sig("def full(shape: int | collections.abc.Sequence[int], value: bool | int | float | complex, "
-                  "dtype: numpy.typing.DTypeLike | None = None, device: str | tuple[int, int] = 'cpu') -> MtsArray"),
+                  "dtype: numpy.typing.DTypeLike | None = None, device: str | tuple[int, int] | tuple[str, int] = 'cpu') -> MtsArray"),
           full_doc);
     m.def("from_dlpack", &mtsarray_python::from_dlpack, "x"_a.none(), nb::kw_only(), "stream"_a = nb::none(),
           nb::sig("def from_dlpack(x: object, /, *, stream: int | object | None = None) -> MtsArray"),
@@ -323,23 +324,35 @@ NB_MODULE(_mtsarray, m) {
           "Whether arrays can be made on ``device_type`` (``\"cpu\"``, ``\"cuda\"``, ``\"rocm\"``, a device "
           "such as ``\"cuda:1\"``, or a DLPack device type): its backend was compiled in and a driver and a "
           "device are present. The CPU always is.");
+    m.def("device_count", &mtsarray_python::device_count, "device_type"_a,
+          nb::sig("def device_count(device_type: str | int) -> int"),
+          "The number of devices arrays of ``device_type`` can be made on: their ids are 0 to the count - 1 "
+          "(``\"cuda:0\"``, ``(\"cuda\", 1)``, ...). ``device_type`` is a name (``\"cpu\"``, ``\"cuda\"``, "
+          "``\"rocm\"``, ...; a device such as ``\"cuda:1\"`` names its type) or a DLPack device type. 1 for "
+          "the CPU; for a GPU type, the devices its runtime reports (after ``CUDA_VISIBLE_DEVICES`` or "
+          "``HIP_VISIBLE_DEVICES``), counted once per process, and 0 when its backend was not compiled in or "
+          "has no driver or device (:func:`backend_unavailable_reason` says why). Makes no context on any "
+          "device.\n\n"
+          ":raises ValueError: ``device_type`` is a name mtsarray does not know.\n"
+          ":raises mtsarray.Error: ``device_type`` is a DLPack device type that no backend of mtsarray "
+          "serves (OpenCL, Vulkan, ...).");
     m.def("backend_unavailable_reason", &mtsarray_python::backend_unavailable_reason, "device_type"_a,
           nb::sig("def backend_unavailable_reason(device_type: str | int) -> str"),
           "Why ``device_type`` can not be used here (not compiled in, no driver, no device), or ``\"\"`` "
           "when :func:`backend_available` is true.");
 
     m.def("empty_cache", &mtsarray_python::empty_cache, "device"_a,
-          nb::sig("def empty_cache(device: str | tuple[int, int]) -> None"),
+          nb::sig("def empty_cache(device: str | tuple[int, int] | tuple[str, int]) -> None"),
           "Give the memory mtsarray keeps cached for reuse on ``device`` (``\"cuda:0\"``, ...) back to the "
           "device, for the other libraries of the process: what ``torch.cuda.empty_cache()`` does for "
           "PyTorch's (``mtsarray_release_cached_memory``). Memory in use stays. A no-op for the CPU.");
     m.def("set_release_threshold", &mtsarray_python::set_release_threshold, "device"_a, "bytes"_a,
-          nb::sig("def set_release_threshold(device: str | tuple[int, int], bytes: int) -> None"),
+          nb::sig("def set_release_threshold(device: str | tuple[int, int] | tuple[str, int], bytes: int) -> None"),
           "How much freed memory mtsarray keeps cached on ``device`` across synchronisations; beyond it, "
           "cached memory goes back at the next synchronisation. Default: 1/16 of the device "
           "(``mtsarray_set_release_threshold``). A no-op for the CPU.");
     m.def("get_release_threshold", &mtsarray_python::get_release_threshold, "device"_a,
-          nb::sig("def get_release_threshold(device: str | tuple[int, int]) -> int"),
+          nb::sig("def get_release_threshold(device: str | tuple[int, int] | tuple[str, int]) -> int"),
           "The release threshold of ``device`` in bytes (see :func:`set_release_threshold`); 0 for the CPU.");
 
     // for the Python side of the package (mtsarray/_metatensor.py, bench/)

@@ -319,6 +319,21 @@ def test_devices():
     assert isinstance(array.__dlpack_device__()[0], mtsarray.DLDeviceType)
     assert mtsarray.zeros(2, device=(1, 0)).device == "cpu"
     assert mtsarray.zeros(2, device="cpu:0").device == "cpu"
+    assert mtsarray.zeros(2, device=("cpu", 0)).device == "cpu"
+
+
+@pytest.mark.parametrize("name", ["cuda", "rocm", "cuda_managed"])
+@pytest.mark.parametrize("index", [0, 1])
+def test_a_name_and_an_index_is_the_device_of_that_string(name, index):
+    # ("cuda", 1) means "cuda:1", like torch.device("cuda", 1)
+    if index < mtsarray.device_count(name):
+        assert mtsarray.zeros(2, device=(name, index)).device == f"{name}:{index}"
+        return
+    with pytest.raises(mtsarray.Error) as expected:
+        mtsarray.zeros(2, device=f"{name}:{index}")
+    with pytest.raises(mtsarray.Error) as error:
+        mtsarray.zeros(2, device=(name, index))
+    assert str(error.value) == str(expected.value)
 
 
 @pytest.mark.parametrize("device, error", [
@@ -329,6 +344,12 @@ def test_devices():
     ("cuda:-1", ValueError),
     ((1,), ValueError),
     ((1, -3), ValueError),
+    (("cpu", 1), ValueError),
+    (("cuda:0", 1), ValueError),
+    (("cuda", -1), ValueError),
+    (("tpu", 0), ValueError),
+    (("cuda", "1"), TypeError),
+    (("cuda", 1.0), TypeError),
     (3, TypeError),
     (None, TypeError),
 ])
@@ -358,6 +379,28 @@ def test_backend_available_takes_names_devices_and_numbers():
         mtsarray.backend_available("tpu")
     with pytest.raises(TypeError):
         mtsarray.backend_available(1.5)
+
+
+def test_device_count():
+    assert mtsarray.device_count("cpu") == 1
+    assert mtsarray.device_count(mtsarray.DLDeviceType.kDLCPU) == 1
+    for name in ("cuda", "rocm"):
+        count = mtsarray.device_count(name)
+        assert isinstance(count, int) and count >= 0
+        # a GPU type counts its devices exactly when its backend can be used
+        assert (count > 0) == mtsarray.backend_available(name), mtsarray.backend_unavailable_reason(name)
+        assert mtsarray.device_count(f"{name}:1") == count
+        assert mtsarray.device_count(f"{name}_host") == count
+    assert mtsarray.device_count(2) == mtsarray.device_count("cuda")
+    if mtsarray.device_count("cuda") > 0:
+        last = mtsarray.device_count("cuda") - 1
+        assert mtsarray.zeros(2, device=("cuda", last)).device == f"cuda:{last}"
+    with pytest.raises(mtsarray.Error, match="mtsarray_device_count: mtsarray has no backend for opencl devices"):
+        mtsarray.device_count(4)
+    with pytest.raises(ValueError):
+        mtsarray.device_count("tpu")
+    with pytest.raises(TypeError):
+        mtsarray.device_count(1.5)
 
 
 def test_repr_shows_shape_dtype_device_and_stream():

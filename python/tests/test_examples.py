@@ -156,3 +156,24 @@ def test_mpi_halo_example(ranks, arguments):
     assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout}\n{result.stderr}"
     transport = "staged" if arguments else "direct"
     assert f"{ranks} ranks, CPU arrays, {transport} transport, every value checked, ok" in result.stdout
+
+
+def test_mpi_halo_ranks_take_the_gpu_of_their_node_local_rank(monkeypatch):
+    # the example's own choice, with a node of 4 CUDA GPUs and no ROCm one
+    import importlib.util
+
+    import mtsarray
+
+    spec = importlib.util.spec_from_file_location("mpi_halo_example", MPI_HALO)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    monkeypatch.setattr(mtsarray, "backend_available", lambda kind: kind in ("cpu", "cuda"))
+    monkeypatch.setattr(mtsarray, "device_count", lambda kind: 4 if kind == "cuda" else 0)
+    assert [example.choose_device("auto", local_rank) for local_rank in range(6)] == \
+        ["cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:0", "cuda:1"]
+    assert example.choose_device("cuda", 2) == "cuda:2"
+    assert example.choose_device("cpu", 2) == "cpu"
+    with pytest.raises(SystemExit, match="--device rocm"):
+        example.choose_device("rocm", 0)
+    monkeypatch.setattr(mtsarray, "backend_available", lambda kind: kind == "cpu")
+    assert example.choose_device("auto", 3) == "cpu"

@@ -167,6 +167,13 @@ mts_status_t mtsarray_backend_available(DLDeviceType device_type, bool* availabl
     });
 }
 
+mts_status_t mtsarray_device_count(DLDeviceType device_type, int32_t* count) {
+    return guard(context("mtsarray_device_count"), [&] {
+        check_not_null(count, "count");
+        *count = static_cast<int32_t>(device_count(device_type));
+    });
+}
+
 }  // extern "C"
 
 namespace {

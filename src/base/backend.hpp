@@ -58,6 +58,10 @@ public:
     /// nothing. Host devices and the default streams have nothing to check.
     virtual void check_stream(const Stream& stream) const { (void)stream; }
 
+    /// The number of devices of this backend (device ids 0 to count - 1),
+    /// 0 without a driver or a device; not changed by a device fault.
+    virtual int device_count() const noexcept = 0;
+
     // allocate / deallocate (Allocator): stream-ordered, on
     // `stream.device()`; a GPU backend serves zero bytes with a valid device
     // address of its own; deallocate reports failures on stderr.

@@ -97,6 +97,13 @@ const Backend* set_cuda_backend_for_testing(const Backend* backend) noexcept {
     return cuda_replacement.exchange(backend, std::memory_order_acq_rel);
 }
 
+int device_count(DLDeviceType type) {
+    const Family family = family_of(type);
+    MTSARRAY_EXPECTS(family != Family::unsupported, not_compiled_reason(type));
+    const auto* backend = compiled_backend(family);
+    return backend == nullptr ? 0 : backend->device_count();
+}
+
 std::string unavailable_reason(DLDeviceType type) {
     const auto* backend = compiled_backend(family_of(type));
     if (backend == nullptr) {

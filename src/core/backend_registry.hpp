@@ -31,6 +31,12 @@ void check_device_usable(DLDevice device);
 /// on machines without one. Not for use while arrays of that family exist.
 const Backend* set_cuda_backend_for_testing(const Backend* backend) noexcept;
 
+/// The number of device ids of `type` (mtsarray_device_count): 1 for the
+/// CPU, the runtime's count for a GPU family, 0 when its backend was not
+/// compiled in or has no device. Throws Error naming `type` and the
+/// supported types when no backend of any build serves `type`.
+int device_count(DLDeviceType type);
+
 /// "" when `type` can be used, otherwise why not.
 std::string unavailable_reason(DLDeviceType type);
 

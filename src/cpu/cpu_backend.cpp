@@ -103,6 +103,7 @@ public:
     }
 
     bool available() const noexcept override { return true; }
+    int device_count() const noexcept override { return 1; }
 
     void* allocate(const Stream& stream, size_t bytes) const override {
         check_device(stream.device());

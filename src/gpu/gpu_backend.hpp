@@ -103,6 +103,7 @@ public:
 
     void check_device(DLDevice device) const override { devices_.check_device(device); }
     bool available() const noexcept override { return devices_.available(); }
+    int device_count() const noexcept override { return devices_.count(); }
 
     /// A stream belongs to one device (cudaStreamGetDevice,
     /// hipStreamGetDevice: the rule is modelled in the tests' simulation,

@@ -48,6 +48,9 @@ public:
 
     bool available() const noexcept { return probe().count > 0; }
 
+    /// The devices the runtime reported (0 when it has none or no driver).
+    int count() const noexcept { return probe().count; }
+
     /// The device types of this backend: device memory, page-locked and
     /// (CUDA) managed host memory.
     static bool serves(DLDeviceType type) noexcept {

@@ -45,6 +45,7 @@ int main(void) {
     mts_data_movement_t movement;
     const char* origin = NULL;
     int32_t threads = 0;
+    int32_t devices = 0;
     int i;
 
     cpu.device_type = kDLCPU;
@@ -57,6 +58,9 @@ int main(void) {
 
     CHECK(strlen(mtsarray_version()) > 0);
     CHECK(mtsarray_backend_available(kDLCPU, &available) == MTS_SUCCESS && available);
+    CHECK(mtsarray_device_count(kDLCPU, &devices) == MTS_SUCCESS && devices == 1);
+    devices = -7;
+    CHECK(mtsarray_device_count(kDLOpenCL, &devices) != MTS_SUCCESS && devices == -7);
 
     /* host threads */
     CHECK(mtsarray_set_num_threads(3) == MTS_SUCCESS);

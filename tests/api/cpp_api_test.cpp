@@ -65,3 +65,16 @@ TEST(CppApi, AReleasedArrayThrowsFromEveryMember) {
     expect_every_member_throws(array);
     raw.destroy(raw.ptr);
 }
+
+TEST(CppApi, DeviceCount) {
+    EXPECT_EQ(mtsarray::device_count(kDLCPU), 1);
+    EXPECT_EQ(mtsarray::device_count(kDLCUDA) > 0, mtsarray::backend_available(kDLCUDA));
+    try {
+        (void)mtsarray::device_count(kDLVulkan);
+        ADD_FAILURE() << "no error for a device type without a backend";
+    } catch (const mtsarray::Error& error) {
+        EXPECT_NE(std::string(error.what()).find("mtsarray_device_count: mtsarray has no backend for vulkan devices"),
+                  std::string::npos)
+            << error.what();
+    }
+}

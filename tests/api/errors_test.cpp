@@ -225,6 +225,69 @@ TEST(CApiErrors, Probes) {
     EXPECT_STREQ(mtsarray_version(), MTSARRAY_VERSION);
 }
 
+// mtsarray_device_count: 1 CPU, the runtime's count for each GPU type, 0
+// for a GPU backend without devices (exactly when backend_available says
+// false), an error for a type no backend serves, *count untouched on error.
+TEST(CApiErrors, DeviceCount) {
+    int32_t count = -7;
+    ASSERT_EQ(mtsarray_device_count(kDLCPU, &count), MTS_SUCCESS) << last_error();
+    EXPECT_EQ(count, 1);
+
+    for (auto type : {kDLOpenCL, kDLVulkan, kDLMetal, static_cast<DLDeviceType>(12345)}) {
+        count = -7;
+        EXPECT_TRUE(has_error(mtsarray_device_count(type, &count),
+                              {"mtsarray_device_count: mtsarray has no backend for ",
+                               "(supported: cpu, cuda, cuda_host, cuda_managed, rocm, rocm_host)"}));
+        EXPECT_EQ(count, -7) << "count written on error";
+    }
+    EXPECT_TRUE(has_error(mtsarray_device_count(kDLOpenCL, &count), {"no backend for opencl devices"}));
+    EXPECT_TRUE(has_error(mtsarray_device_count(static_cast<DLDeviceType>(12345), &count),
+                          {"no backend for device type 12345"}));
+    EXPECT_TRUE(has_error(mtsarray_device_count(kDLCUDA, nullptr), {"mtsarray_device_count: count is NULL"}));
+
+    const uintptr_t shape[1] = {2};
+    for (auto family : {std::vector<DLDeviceType>{kDLCUDA, kDLCUDAHost, kDLCUDAManaged},
+                        std::vector<DLDeviceType>{kDLROCM, kDLROCMHost}}) {
+        int32_t devices = -7;
+        ASSERT_EQ(mtsarray_device_count(family[0], &devices), MTS_SUCCESS) << last_error();
+        ASSERT_GE(devices, 0);
+        EXPECT_EQ(devices > 0, backend_available(family[0])) << mtsarray_backend_unavailable_reason(family[0]);
+        for (auto type : family) {  // host-accessible memory follows its GPU backend
+            count = -7;
+            ASSERT_EQ(mtsarray_device_count(type, &count), MTS_SUCCESS) << last_error();
+            EXPECT_EQ(count, devices) << device_name(DLDevice{type, 0});
+        }
+        if (devices == 0) {
+            continue;
+        }
+        // the last id counted is a device, the next one is not
+        mts_array_t array = {};
+        ASSERT_EQ(mtsarray_zeros(DLDevice{family[0], devices - 1}, float64(), shape, 1, &array), MTS_SUCCESS)
+            << last_error();
+        array.destroy(array.ptr);
+        const std::string plural = devices == 1 ? " device)" : " devices)";
+        EXPECT_TRUE(has_error(mtsarray_zeros(DLDevice{family[0], devices}, float64(), shape, 1, &array),
+                              {"device id " + std::to_string(devices) + " out of range (" + std::to_string(devices),
+                               plural}));
+    }
+#if MTSARRAY_TEST_SIMULATED_GPU
+    if (simulated_gpu()) {  // MTSARRAY_SIM_DEVICES of them, and counting them makes no context
+        sim::drain();
+        sim::forget_contexts();
+        for (auto type : {kDLCUDA, kDLCUDAHost, kDLCUDAManaged}) {
+            ASSERT_EQ(mtsarray_device_count(type, &count), MTS_SUCCESS) << last_error();
+            EXPECT_EQ(count, sim::device_count());
+        }
+        EXPECT_TRUE(sim::contexts().empty()) << "a context on device " << sim::contexts().front();
+    }
+#endif
+#if !MTSARRAY_HAS_HIP
+    count = -7;
+    ASSERT_EQ(mtsarray_device_count(kDLROCM, &count), MTS_SUCCESS) << last_error();
+    EXPECT_EQ(count, 0) << "a backend that was not compiled in has no device";
+#endif
+}
+
 // ---- callbacks of foreign arrays that fail -----------------------------------------
 
 // Another library's array (metatensor's SimpleDataArray) whose device() or

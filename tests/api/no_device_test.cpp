@@ -55,6 +55,12 @@ TEST_P(NoDevice, TheProbeNamesTheCause) {
     // the host-accessible memory of that runtime needs the runtime too
     ASSERT_EQ(mtsarray_backend_available(GetParam().pinned, &available), MTS_SUCCESS);
     EXPECT_FALSE(available);
+    // and counts no device, for either type
+    for (DLDeviceType type : {GetParam().device, GetParam().pinned}) {
+        int32_t count = -1;
+        ASSERT_EQ(mtsarray_device_count(type, &count), MTS_SUCCESS) << last_error();
+        EXPECT_EQ(count, 0);
+    }
 }
 
 TEST_P(NoDevice, MakingArraysFailsWithTheReason) {

@@ -47,6 +47,29 @@ INSTANTIATE_TEST_SUITE_P(AllBackendsAllDtypes, Contract,
 
 bool same_device(DLDevice a, DLDevice b) { return a.device_type == b.device_type && a.device_id == b.device_id; }
 
+// The suite runs on every GPU the runtime reports, not on device 0 alone:
+// on the simulated runtime, MTSARRAY_SIM_DEVICES of them.
+TEST(ContractDevices, EveryDeviceOfEachGpuBackendIsTested) {
+    const auto devices = test_devices();
+    for (DLDeviceType type : {kDLCUDA, kDLROCM}) {
+        int32_t count = 0;
+        ASSERT_EQ(mtsarray_device_count(type, &count), MTS_SUCCESS) << last_error();
+        for (int32_t id = 0; id < count; id++) {
+            const DLDevice device = {type, id};
+            EXPECT_TRUE(std::any_of(devices.begin(), devices.end(),
+                                    [&](DLDevice tested) { return same_device(tested, device); }))
+                << device_name(device) << " is not among the contract suite's devices";
+        }
+    }
+#if MTSARRAY_TEST_SIMULATED_GPU
+    if (simulated_gpu()) {
+        EXPECT_EQ(std::count_if(devices.begin(), devices.end(),
+                                [](DLDevice tested) { return tested.device_type == kDLCUDA; }),
+                  sim::device_count());
+    }
+#endif
+}
+
 // Naive reference for swap_axes on C-ordered bytes.
 std::vector<uint8_t> swap_axes_reference(const std::vector<uint8_t>& bytes, const std::vector<uintptr_t>& shape,
                                          size_t element, size_t axis_1, size_t axis_2,

@@ -32,6 +32,7 @@ using mtsarray::detail::Stream;
 namespace {
 
 constexpr DLDevice gpu0 = {kDLCUDA, 0};
+constexpr DLDevice gpu1 = {kDLCUDA, 1};
 
 /// The simulation follows `flavour`'s error rules for its lifetime.
 class FlavourScope {
@@ -265,4 +266,45 @@ TEST(DeferredRelease, AWaitThatKeepsFailingIsReportedOnAFewLinesNotAtEveryRetry)
     }
     sim::drain();
     sim::destroy_stream(number);
+
+// A fault is the process's, not its device's: once a call on device 0 met
+// one, calls on device 1 fail with it too (the runtime asks for the process
+// to end), although the simulation, like a real GPU, would still run them.
+// The device count does not change; backend_available says false.
+TEST(DeviceFault, AFaultOnOneDeviceFailsTheCallsOnEveryDevice) {
+    ASSERT_TRUE(sim::in_use()) << "run with MTSARRAY_TEST_GPU=simulated";
+    if (sim::device_count() < 2) {
+        GTEST_SKIP() << "one simulated device (MTSARRAY_SIM_DEVICES=1): there is no other device to fail";
+    }
+    int32_t devices = 0;
+    ASSERT_EQ(mtsarray_device_count(kDLCUDA, &devices), MTS_SUCCESS) << last_error();
+    auto array = std::make_unique<mtsarray::Array>(mtsarray::Array::full<double>(gpu1, {16}, 1.0));
+    sim::drain();
+    ::testing::internal::CaptureStderr();
+    {
+        FaultScope fault;  // on device 0
+        try {
+            (void)mtsarray::Array::full<double>(gpu0, {16}, 2.0);
+            ADD_FAILURE() << "an array was made on the faulted device";
+        } catch (const mtsarray::Error& error) {
+            EXPECT_NE(std::string(error.what()).find("cudaErrorIllegalAddress"), std::string::npos) << error.what();
+        }
+        const mts_array_t& raw = array->get();
+        mts_array_t copy = {};
+        if (raw.copy(raw.ptr, gpu1, &copy) == MTS_SUCCESS) {
+            copy.destroy(copy.ptr);
+            ADD_FAILURE() << "a copy on device 1 succeeded after device 0's fault";
+        } else {
+            EXPECT_NE(last_error().find("had a fault earlier in this process"), std::string::npos) << last_error();
+            EXPECT_NE(last_error().find("cudaErrorIllegalAddress"), std::string::npos) << last_error();
+        }
+        int32_t count = -1;
+        ASSERT_EQ(mtsarray_device_count(kDLCUDA, &count), MTS_SUCCESS) << last_error();
+        EXPECT_EQ(count, devices);
+        bool available = true;
+        ASSERT_EQ(mtsarray_backend_available(kDLCUDA, &available), MTS_SUCCESS);
+        EXPECT_FALSE(available);
+        array.reset();  // its free meets the fault: nothing more is said
+    }
+    (void)::testing::internal::GetCapturedStderr();
 }

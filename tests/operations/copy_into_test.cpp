@@ -4,6 +4,7 @@
 // dtype, empty and 0-d arrays, sources of other libraries (strided or not),
 // overlapping views, and every error leaving the destination untouched.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -29,7 +30,11 @@ std::vector<DLDevice> copy_devices() {
     if (MTSARRAY_HAS_CUDA || simulated_gpu()) {
         // a second GPU (peer copies; the simulated runtime has two), and
         // the GPU's host memory types
-        devices.push_back(DLDevice{kDLCUDA, 1});
+        // (test_devices() lists it already where the runtime reports it)
+        if (std::none_of(devices.begin(), devices.end(),
+                         [](DLDevice d) { return d.device_type == kDLCUDA && d.device_id == 1; })) {
+            devices.push_back(DLDevice{kDLCUDA, 1});
+        }
         devices.push_back(DLDevice{kDLCUDAHost, 0});
         devices.push_back(DLDevice{kDLCUDAManaged, 0});
     }

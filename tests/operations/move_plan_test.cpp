@@ -552,9 +552,9 @@ TEST_P(MovePlan, FreedWhileExecutionsAreQueued) {
     int64_t stream = 0;
     sim::Gate gate;
     if (held) {
-        stream = sim::create_stream(0);
+        stream = sim::create_stream(device().device_id);  // a stream of the arrays' own device
         output.set_stream(stream);
-        gate = sim::hold(stream, 0);
+        gate = sim::hold(stream, device().device_id);
     }
 #endif
     auto* plan = new mtsarray::MovePlan(output, input, movements);

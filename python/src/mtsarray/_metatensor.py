@@ -14,7 +14,7 @@ import numpy as np
 
 from ._mtsarray import MtsArray, _borrow, _tensormap_to
 
-DeviceLike = Union[str, "tuple[int, int]"]
+DeviceLike = Union[str, "tuple[int, int]", "tuple[str, int]"]
 StreamLike = Union[int, Any, None]
 
 _HOST = (1, 0)  # DLPack (kDLCPU, 0)
@@ -39,8 +39,9 @@ def tensormap_to(
     reads.
 
     :param tensor: the TensorMap to copy.
-    :param device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"rocm:0"``, ... or a
-        DLPack ``(device_type, device_id)`` pair.
+    :param device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"rocm:0"``, ..., a
+        ``(name, device_id)`` pair such as ``("cuda", 1)``, or a DLPack
+        ``(device_type, device_id)`` pair.
     :param stream: the stream the new arrays work on, as a DLPack stream
         number for ``device`` or a stream object (``torch.cuda.Stream``,
         ``cupy.cuda.Stream``); ``None`` is the device's default stream. It

@@ -126,7 +126,7 @@ class MtsArray:
         The data as a NumPy array (``numpy.asarray(array)``): zero-copy for host memory, ``TypeError`` for GPU memory.
         """
 
-    def copy(self, device: str | tuple[int, int] | None = None) -> MtsArray:
+    def copy(self, device: str | tuple[int, int] | tuple[str, int] | None = None) -> MtsArray:
         """
         A deep copy on ``device`` (default: the array's own), on that device's default stream. A copy to the host waits for the data; device copies do not block the host.
         """
@@ -265,7 +265,7 @@ def get_num_threads() -> int:
     The number of threads host-memory work may use: set by :func:`set_num_threads`, else ``MTSARRAY_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the CPUs this process may run on.
     """
 
-def zeros(shape: int | Sequence[int], dtype: numpy.typing.DTypeLike = 'float64', device: str | tuple[int, int] = 'cpu') -> MtsArray:
+def zeros(shape: int | Sequence[int], dtype: numpy.typing.DTypeLike = 'float64', device: str | tuple[int, int] | tuple[str, int] = 'cpu') -> MtsArray:
     """
     A new array of zeros.
 
@@ -273,15 +273,16 @@ def zeros(shape: int | Sequence[int], dtype: numpy.typing.DTypeLike = 'float64',
     :param dtype: a NumPy dtype or its name (``"float32"``, ``numpy.int64``, ...)
         among bool, (u)int8 to (u)int64, float16 to float64, complex64,
         complex128; or ``"bfloat16"``.
-    :param device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"rocm:0"``, ... or a
-        DLPack ``(device_type, device_id)`` pair.
+    :param device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"rocm:0"``, ..., a
+        ``(name, device_id)`` pair such as ``("cuda", 1)``, or a DLPack
+        ``(device_type, device_id)`` pair.
     :return: an array whose memory is allocated and zeroed on the device's
         default stream (the call does not wait for a GPU).
     :raises mtsarray.Error: the device's backend is not usable here
         (:func:`backend_unavailable_reason` says why), out of memory.
     """
 
-def full(shape: int | Sequence[int], value: bool | int | float | complex, dtype: numpy.typing.DTypeLike | None = None, device: str | tuple[int, int] = 'cpu') -> MtsArray:
+def full(shape: int | Sequence[int], value: bool | int | float | complex, dtype: numpy.typing.DTypeLike | None = None, device: str | tuple[int, int] | tuple[str, int] = 'cpu') -> MtsArray:
     """
     A new array filled with ``value``.
 
@@ -328,22 +329,30 @@ def backend_available(device_type: str | int) -> bool:
     Whether arrays can be made on ``device_type`` (``"cpu"``, ``"cuda"``, ``"rocm"``, a device such as ``"cuda:1"``, or a DLPack device type): its backend was compiled in and a driver and a device are present. The CPU always is.
     """
 
+def device_count(device_type: str | int) -> int:
+    """
+    The number of devices arrays of ``device_type`` can be made on: their ids are 0 to the count - 1 (``"cuda:0"``, ``("cuda", 1)``, ...). ``device_type`` is a name (``"cpu"``, ``"cuda"``, ``"rocm"``, ...; a device such as ``"cuda:1"`` names its type) or a DLPack device type. 1 for the CPU; for a GPU type, the devices its runtime reports (after ``CUDA_VISIBLE_DEVICES`` or ``HIP_VISIBLE_DEVICES``), counted once per process, and 0 when its backend was not compiled in or has no driver or device (:func:`backend_unavailable_reason` says why). Makes no context on any device.
+
+    :raises ValueError: ``device_type`` is a name mtsarray does not know.
+    :raises mtsarray.Error: ``device_type`` is a DLPack device type that no backend of mtsarray serves (OpenCL, Vulkan, ...).
+    """
+
 def backend_unavailable_reason(device_type: str | int) -> str:
     """
     Why ``device_type`` can not be used here (not compiled in, no driver, no device), or ``""`` when :func:`backend_available` is true.
     """
 
-def empty_cache(device: str | tuple[int, int]) -> None:
+def empty_cache(device: str | tuple[int, int] | tuple[str, int]) -> None:
     """
     Give the memory mtsarray keeps cached for reuse on ``device`` (``"cuda:0"``, ...) back to the device, for the other libraries of the process: what ``torch.cuda.empty_cache()`` does for PyTorch's (``mtsarray_release_cached_memory``). Memory in use stays. A no-op for the CPU.
     """
 
-def set_release_threshold(device: str | tuple[int, int], bytes: int) -> None:
+def set_release_threshold(device: str | tuple[int, int] | tuple[str, int], bytes: int) -> None:
     """
     How much freed memory mtsarray keeps cached on ``device`` across synchronisations; beyond it, cached memory goes back at the next synchronisation. Default: 1/16 of the device (``mtsarray_set_release_threshold``). A no-op for the CPU.
     """
 
-def get_release_threshold(device: str | tuple[int, int]) -> int:
+def get_release_threshold(device: str | tuple[int, int] | tuple[str, int]) -> int:
     """
     The release threshold of ``device`` in bytes (see :func:`set_release_threshold`); 0 for the CPU.
     """
