@@ -424,6 +424,9 @@ TEST_P(SimulatedStreams, ArraysDestroyedDuringACaptureAreFreedAfterIt) {
     const size_t before = gpu_.allocated_bytes();
     gpu_.begin_capture(stream_, 0);
     gone.reset();  // destroyed while its stream captures: a free now would be a graph node
+    // returns once the deferred-work thread has polled the capture itself
+    // (DeferredWork::settled): on that thread, stream 2 names its own
+    // per-thread stream, which never captures
     gpu_.drain();
     EXPECT_EQ(gpu_.allocated_bytes(), before) << "freed inside the capture";
     auto graph = gpu_.end_capture(stream_, 0);
