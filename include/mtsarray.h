@@ -739,7 +739,8 @@ MTSARRAY_EXPORT mts_status_t mtsarray_get_release_threshold(DLDevice device, uin
  * `count` - 1 threads, started the first time work needs them; an idle pool
  * thread spins for about 50 microseconds, then sleeps without using the
  * CPU. Pool threads block every signal. Lowering the count stops the idle
- * pool threads beyond it.
+ * pool threads beyond it; those busy with another thread's call then stop
+ * when that call ends.
  *
  * No oversubscription: at most `count` threads do mtsarray host work at
  * once in the whole process, the calling threads included. A call made

@@ -287,7 +287,15 @@ int64_t stream_number(nb::handle stream, DLDeviceType device_type) {
         handle = stream.attr("cuda_stream");
     } else if (nb::hasattr(stream, "__cuda_stream__")) {  // the CUDA stream protocol: (version, handle)
         nb::object pair = stream.attr("__cuda_stream__")();
-        handle = pair[1];
+        if (!PyTuple_Check(pair.ptr())) {
+            raise(PyExc_TypeError, "__cuda_stream__() of a stream object returns a (version, handle) tuple, got " +
+                                       describe(pair) + " from " + describe(stream));
+        }
+        if (PyTuple_GET_SIZE(pair.ptr()) < 2) {
+            raise(PyExc_ValueError, "__cuda_stream__() of a stream object returns a (version, handle) tuple, got " +
+                                        describe(pair) + " from " + describe(stream));
+        }
+        handle = nb::borrow(PyTuple_GET_ITEM(pair.ptr(), 1));
     } else if (nb::hasattr(stream, "ptr")) {  // cupy.cuda.Stream
         handle = stream.attr("ptr");
     } else {

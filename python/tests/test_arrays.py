@@ -492,6 +492,24 @@ def test_stream_objects_are_read_for_their_handle():
         array.stream = object()
 
 
+@pytest.mark.parametrize("returned, error", [
+    ((0,), ValueError),  # the handle missing
+    ((), ValueError),
+    (None, TypeError),
+    (12345, TypeError),
+    ("0, 12345", TypeError),
+])
+def test_a_broken_cuda_stream_protocol_is_a_type_or_value_error(returned, error):
+    class BrokenCudaStreamProtocol:
+        def __cuda_stream__(self):
+            return returned
+
+    array = mtsarray.zeros(3)
+    with pytest.raises(error, match="__cuda_stream__"):
+        array.stream = BrokenCudaStreamProtocol()
+    assert array.stream == -1
+
+
 def test_no_public_constructor():
     with pytest.raises(TypeError):
         mtsarray.MtsArray()

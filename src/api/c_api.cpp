@@ -268,11 +268,12 @@ mts_status_t mtsarray_get_release_threshold(DLDevice device, uint64_t* bytes) {
     return guard(context("mtsarray_get_release_threshold"), [&] {
         check_not_null(bytes, "bytes");
         const auto& backend = memory_backend(device.device_type);
-        *bytes = 0;
+        uint64_t threshold = 0;
         if (backend.available()) {
             backend.check_device(device);
-            *bytes = backend.release_threshold(device);
+            threshold = backend.release_threshold(device);
         }
+        *bytes = threshold;  // only once nothing can fail: untouched on error
     });
 }
 

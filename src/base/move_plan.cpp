@@ -4,7 +4,7 @@
 #include <string>
 
 #include "base/error.hpp"
-#include "base/move_scan.hpp"
+#include "base/move_plan_scan.hpp"
 #include "base/shape.hpp"
 
 namespace mtsarray::detail {

@@ -177,7 +177,7 @@ public:
     /// `with_movements(copy)`, never on the caller's list again.
     /// `begin < end <= movements_count()`. One movement at a time, in
     /// portable code; a backend may scan faster as long as it gives the
-    /// same MoveScan and copy (base/move_scan.hpp). `copy` may be null:
+    /// same MoveScan and copy (base/move_plan_scan.hpp). `copy` may be null:
     /// nothing is copied, and the parts must then be the whole list in one.
     /// The copy of a part that is one run holds its first movement only
     /// (MoveScan::copied); summarize() completes it where the summary needs

@@ -11,11 +11,11 @@
 
 #include "base/error.hpp"
 #include "base/fault_injection.hpp"
-#include "base/move_scan.hpp"
+#include "base/move_plan_scan.hpp"
 #include "cpu/cpu_features.hpp"
 #include "cpu/move_data_avx2.hpp"
 #include "cpu/move_data_rows.hpp"
-#include "cpu/move_scan.hpp"
+#include "cpu/move_scan_avx2.hpp"
 #include "cpu/threads/parallel_split.hpp"
 #include "cpu/threads/thread_count.hpp"
 

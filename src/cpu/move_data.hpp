@@ -29,7 +29,7 @@ enum class MoveDataSplit {
 };
 MoveDataSplit choose_split(const MovePlan& plan, const MoveSummary& summary, size_t threads);
 
-// ---- movements checked once, copied many times (cpu/move_plan.hpp) ------
+// ---- movements checked once, copied many times (cpu/host_move_plan.hpp) ------
 
 /// Checks every movement of `plan` (the caller's list), reading each once
 /// and storing it into `copy` (movements_count() entries): the summary and

@@ -81,20 +81,26 @@ public:
     void after_capture(std::function<bool()>&& is_capturing, std::function<void()>&& work) {
         std::lock_guard<std::mutex> lock(mutex_);
         start();
-        captures_.emplace_back(CaptureWork{std::move(is_capturing), std::move(work)});
+        captures_.emplace_back(CaptureWork{std::move(is_capturing), std::move(work), false});
         wake_.notify_one();
     }
 
     /// Whether no work is running and none queued could run now: only
-    /// work waiting for a capture still under way is left (a snapshot:
-    /// another thread may queue work right after). Tests wait for it, with
-    /// the device idle, before counting what is still allocated.
+    /// work waiting for a capture still under way is left, and this thread
+    /// has polled each such work at least once itself (a snapshot: another
+    /// thread may queue work right after). Tests wait for it, with the device
+    /// idle, before counting what is still allocated: what this thread saw
+    /// of a capture (from here, stream 2 names its own per-thread stream,
+    /// not the capturing thread's) has been acted on by then.
     bool settled() const {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!events_.empty() || !soon_.empty() || running_ != 0) {
             return false;
         }
         for (const auto& item : captures_) {
+            if (!item.polled) {
+                return false;
+            }
             try {
                 if (!item.is_capturing()) {
                     return false;
@@ -115,6 +121,7 @@ private:
     struct CaptureWork {
         std::function<bool()> is_capturing;
         std::function<void()> work;
+        bool polled = false;  // by this thread, at least once
     };
 
     // with mutex_ held
@@ -229,6 +236,7 @@ private:
                     capturing = false;  // the stream is gone or broken: do the work now
                 }
                 if (capturing) {
+                    item.polled = true;
                     still_capturing.push_back(std::move(item));
                 } else {
                     run_reporting(item.work);

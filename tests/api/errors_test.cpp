@@ -286,6 +286,26 @@ TEST(CApiErrors, DeviceCount) {
     ASSERT_EQ(mtsarray_device_count(kDLROCM, &count), MTS_SUCCESS) << last_error();
     EXPECT_EQ(count, 0) << "a backend that was not compiled in has no device";
 #endif
+
+// A getter that fails leaves its output as the caller had it.
+TEST(CApiErrors, TheReleaseThresholdOfAnUnusableDeviceLeavesTheOutputUntouched) {
+    std::vector<std::pair<DLDevice, std::string>> unusable = {{{kDLCPU, 1}, "invalid CPU device id 1"},
+                                                              {{kDLCPU, -1}, "invalid CPU device id -1"}};
+    const DLDevice missing_gpu = {kDLCUDA, 7};
+    if (backend_available(kDLCUDA)) {
+        if (why_device_is_missing(missing_gpu).empty()) {
+            ADD_FAILURE() << "this machine has a cuda:7: the test needs a CUDA device that does not exist";
+        } else {
+            unusable.push_back({missing_gpu, "device id 7 out of range"});
+        }
+    }
+    for (const auto& device : unusable) {
+        uint64_t bytes = 12345;
+        EXPECT_TRUE(has_error(mtsarray_get_release_threshold(device.first, &bytes),
+                              {"mtsarray_get_release_threshold", device.second}))
+            << device.second;
+        EXPECT_EQ(bytes, 12345u) << device.second << ": the output was written by a failing call";
+    }
 }
 
 // ---- callbacks of foreign arrays that fail -----------------------------------------

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -143,6 +144,41 @@ TEST(ThreadPool, FewerThreadsStopTheIdleOnes) {
     }
 }
 
+
+// The count goes down while a call holds its recruits: set_thread_count can
+// stop none of them (they are busy), so they stop when the call gives them
+// back. The call's tasks wait for the count to be lowered: no timing.
+TEST(ThreadPool, ThreadsACallHeldStopWhenItEndsBelowALowerCount) {
+    CountForTest count(8);
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool started = false;
+    bool lowered = false;
+    std::thread caller([&] {
+        run(8, 8, [&](size_t) {
+            std::unique_lock<std::mutex> lock(mutex);
+            started = true;
+            changed.notify_all();
+            changed.wait(lock, [&] { return lowered; });
+        });
+    });
+    {
+        // a task runs: the call has recruited its pool threads
+        std::unique_lock<std::mutex> lock(mutex);
+        changed.wait(lock, [&] { return started; });
+    }
+    const size_t held = cpu::pool_thread_count();
+    cpu::set_thread_count(1);
+    EXPECT_EQ(cpu::pool_thread_count(), held) << "the threads the call holds are busy: none stopped yet";
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        lowered = true;
+        changed.notify_all();
+    }
+    caller.join();
+    EXPECT_EQ(held, 7u) << "the call recruited the 7 pool threads of a count of 8";
+    EXPECT_EQ(cpu::pool_thread_count(), 0u) << "at a count of 1, no pool thread stays once the call has ended";
+}
 TEST(ThreadPool, NestedWorkRunsOnTheCallingThread) {
     CountForTest count(4);
     std::atomic<size_t> inner_participants{0};

@@ -23,6 +23,7 @@
 #include "base/backend.hpp"
 #include "base/stream.hpp"
 #include "core/backend_registry.hpp"
+#include "gpu/runtime_error.hpp"
 #include "support/backends.hpp"
 #include "support/simulated_runtime.hpp"
 
@@ -307,4 +308,32 @@ TEST(DeviceFault, AFaultOnOneDeviceFailsTheCallsOnEveryDevice) {
         array.reset();  // its free meets the fault: nothing more is said
     }
     (void)::testing::internal::GetCapturedStderr();
+
+// Two calls meet sticky faults one after the other (a call that was under
+// way when the device faulted reports it after the first): the error of
+// every later call names the first fault, the one that broke the device,
+// never the later one, whichever way the later one was checked.
+TEST(DeviceFault, LaterCallsNameTheFirstFaultAfterAnotherOne) {
+    ASSERT_TRUE(sim::in_use()) << "run with MTSARRAY_TEST_GPU=simulated";
+    using mtsarray::detail::DeviceFault;
+    namespace gpu = mtsarray::detail::gpu;
+    FaultScope fault;
+    EXPECT_THROW(gpu::check<SimulatedErrors>(sim::Status::illegal_address, "the first faulting call", "first.cpp", 1),
+                 DeviceFault);
+    EXPECT_THROW(
+        gpu::check<SimulatedErrors>(sim::Status::illegal_address, "a second faulting call", "second.cpp", 2),
+        DeviceFault);
+    ::testing::internal::CaptureStderr();
+    EXPECT_FALSE(gpu::check_nothrow<SimulatedErrors>(sim::Status::illegal_address, "a third faulting call",
+                                                     "third.cpp", 3));
+    (void)::testing::internal::GetCapturedStderr();
+    mts_array_t array = {};
+    const uintptr_t shape[1] = {4};
+    EXPECT_EQ(mtsarray_zeros(gpu0, float64(), shape, 1, &array), MTS_CALLBACK_ERROR);
+    const std::string error = last_error();
+    EXPECT_NE(error.find("had a fault earlier in this process"), std::string::npos) << error;
+    EXPECT_NE(error.find("first.cpp:1: the first faulting call failed"), std::string::npos)
+        << "the message does not name the first fault: " << error;
+    EXPECT_EQ(error.find("second"), std::string::npos) << error;
+    EXPECT_EQ(error.find("third"), std::string::npos) << error;
 }

@@ -424,6 +424,9 @@ TEST_P(SimulatedStreams, ArraysDestroyedDuringACaptureAreFreedAfterIt) {
     const size_t before = gpu_.allocated_bytes();
     gpu_.begin_capture(stream_, 0);
     gone.reset();  // destroyed while its stream captures: a free now would be a graph node
+    // returns once the deferred-work thread has polled the capture itself
+    // (DeferredWork::settled): on that thread, stream 2 names its own
+    // per-thread stream, which never captures
     gpu_.drain();
     EXPECT_EQ(gpu_.allocated_bytes(), before) << "freed inside the capture";
     auto graph = gpu_.end_capture(stream_, 0);
@@ -558,6 +561,43 @@ TEST_P(SimulatedStreams, AnotherThreadCanNotQueueWorkOnThePerThreadStreamOfAnArr
     EXPECT_EQ(status, MTS_CALLBACK_ERROR);
     EXPECT_NE(error.find("per-thread default stream of another thread"), std::string::npos) << error;
     EXPECT_EQ(values_of(output), std::vector<double>(2, 0.0));
+}
+
+// The input on this thread's per-thread stream with a write still queued
+// there (held), read by another thread into an array on that thread's own
+// per-thread stream: two different streams, although both are "stream 2".
+// Reading it unordered would take the values from before the write; the
+// read is refused (ordering it needs an event recorded on a stream only its
+// owner can name), and nothing is written.
+TEST_P(SimulatedStreams, AnInputOnThePerThreadStreamOfAnotherThreadIsNotReadUnordered) {
+    if (GetParam() != StreamKind::per_thread) {
+        GTEST_SKIP() << "about stream 2";
+    }
+    auto input = device_array(iota(2, 1.0), {2, 1}, 2);
+    auto written = device_array({7.0, 8.0}, {2, 1}, 2);
+    gpu_.drain();
+    auto gate = gpu_.hold(2, 0);  // this thread's per-thread stream
+    const mts_data_movement_t rows[2] = {{0, 0, 0, 0, 1}, {1, 1, 0, 0, 1}};
+    ASSERT_EQ(raw(input).move_data(raw(input).ptr, raw(written).ptr, rows, 2), MTS_SUCCESS) << last_error();
+    mts_status_t status = MTS_SUCCESS;
+    std::string error;
+    std::vector<double> read;
+    std::thread([&] {
+        auto output = device_array(std::vector<double>(2, 0.0), {2, 1}, 2);  // this thread's stream 2
+        status = raw(output).move_data(raw(output).ptr, raw(input).ptr, rows, 2);
+        error = last_error();
+        if (status == MTS_SUCCESS) {
+            // ordered, the read waits for the held write: nothing to read yet
+            read = values_of(output);
+        }
+    }).join();
+    gate.open();
+    gpu_.drain();
+    EXPECT_EQ(status, MTS_CALLBACK_ERROR) << "another thread's per-thread stream was taken for its own";
+    EXPECT_NE(error.find("per-thread default stream of another thread"), std::string::npos) << error;
+    EXPECT_TRUE(read.empty()) << "read " << read[0] << ", " << read[1] << " of an input whose write to 7, 8 was "
+                              << "still queued on another thread's stream";
+    EXPECT_EQ(values_of(input), (std::vector<double>{7.0, 8.0}));
 }
 
 // A use recorded on a stream before it captures is still waited for by the

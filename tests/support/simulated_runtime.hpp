@@ -115,6 +115,13 @@ private:
 /// Queues a "slow kernel" on `stream` (a DLPack number of `device`; 1 and 2
 /// are the legacy stream and the calling thread's per-thread stream).
 Gate hold(int64_t stream, int device);
+/// From now on (`fail`), a host wait of the calling thread that would wait
+/// for a held stream -- a gate still closed among the work it waits for, on
+/// its stream or on the streams that one waits for -- fails at once with a
+/// violation (Status::host_wait_timeout), instead of after the time-out: a
+/// test of "this call never waits for that stream" then depends on no
+/// clock. Returns the previous setting.
+bool fail_host_waits_on_held_streams(bool fail);
 /// Queues `work` on a stream as a kernel of the test's own.
 void enqueue(int64_t stream, int device, std::function<void()> work);
 /// Queues a consumer's read of `bytes` bytes of device memory at `source`

@@ -61,7 +61,9 @@ def tensormap_as(tensor: Any, arrays: str, stream: Any = None) -> metatensor.Ten
     :raises TypeError: ``tensor`` is not a TensorMap, or holds arrays of
         another kind than ``arrays`` converts from.
     :raises ValueError: an unknown ``arrays``, a GPU map for NumPy, a
-        ``stream`` for NumPy or PyTorch arrays, tensors requiring grad.
+        ``stream`` for NumPy or PyTorch arrays, tensors requiring grad,
+        NumPy values that DLPack can not carry (not in the machine's byte
+        order, or ``longdouble`` wider than a double).
     :raises ModuleNotFoundError: ``arrays="torch"`` without PyTorch.
     """
     if arrays not in _ARRAYS:
@@ -215,6 +217,12 @@ def _from_arrays(tensor, stream):
         if getattr(values, "requires_grad", False):
             raise ValueError(f"{where} require grad, which mtsarray arrays do not record: detach them first "
                              "(tensor.detach(), metatensor.detach)")
+        if isinstance(values, np.ndarray):
+            why = _why_numpy_can_not_export(values.dtype)
+            if why is not None:
+                raise ValueError(f"{where} are {values.dtype.str} ({why}), which NumPy can not export through "
+                                 "DLPack: convert them first (values.astype(values.dtype.newbyteorder('=')), or "
+                                 "to float64)")
 
     lib = _get_library()
 
@@ -247,6 +255,18 @@ def _from_arrays(tensor, stream):
     for key, value in tensor.info().items():
         result.set_info(key, value)
     return result
+
+
+def _why_numpy_can_not_export(dtype):
+    """Why NumPy's __dlpack__ refuses arrays of `dtype`, or None: DLPack
+    holds values in the machine's byte order, and no extended precision
+    float (x86's 80-bit long double, padded to 16 bytes)."""
+    if not dtype.isnative:
+        return "not in the machine's byte order"
+    if dtype.type in (np.longdouble, np.clongdouble) and \
+            dtype.itemsize > np.dtype(np.complex128 if dtype.kind == "c" else np.float64).itemsize:
+        return "an extended precision long double"
+    return None
 
 
 def _is_metatensor_torch_tensor_map(tensor):

@@ -289,6 +289,7 @@ public:
             while (!spin_until(let_go, caller_wait)) {
             }
         }
+        size_t lowered_limit = 0;
         {
             // the recruits are idle again, all at once (one lock for the
             // call, rather than one for each recruit as it finishes), and
@@ -298,6 +299,17 @@ public:
                 idle_.push_back(worker);  // capacity reserved: no throw
             }
             busy_ -= recruits.size() + 1;
+            // read under the lock: a count lowered after it finds these
+            // threads idle, and stops them itself
+            const size_t limit_now = concurrency_limit.load(std::memory_order_acquire);
+            if (limit_now != 0 && workers_.size() + 1 > limit_now) {
+                lowered_limit = limit_now;
+            }
+        }
+        if (lowered_limit != 0) {
+            // the count went down while this call held its recruits, which
+            // set_thread_count could not stop then: they stop now
+            shrink(lowered_limit - 1);
         }
         if (job.error) {
             std::rethrow_exception(job.error);

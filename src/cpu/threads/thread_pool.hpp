@@ -63,7 +63,8 @@ void set_concurrency_limit(size_t count) noexcept;
 size_t pool_thread_count() noexcept;
 
 /// Stops and joins idle pool threads until at most `count` remain (called
-/// when the thread count goes down). Threads busy with work stay.
+/// when the thread count goes down). Threads busy with work stay until the
+/// call they help ends: that call stops those beyond the count then.
 void shrink_pool(size_t count) noexcept;
 
 /// Whether the calling thread is inside an active OpenMP parallel region of

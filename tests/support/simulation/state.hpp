@@ -84,6 +84,8 @@ struct StreamState {
     std::mutex mutex;  // guards what follows
     std::condition_variable changed;
     std::deque<Item> items;
+    // the gates (hold) queued here: (their item's place, whether still closed)
+    std::vector<std::pair<uint64_t, std::function<bool()>>> gates;
     uint64_t pushed = 0;
     uint64_t completed = 0;
     bool stopping = false;
@@ -235,6 +237,7 @@ extern thread_local int current;
 extern thread_local StreamState* per_thread[max_devices];
 extern thread_local CaptureMode interaction_mode;
 extern thread_local size_t thread_host_waits;
+extern thread_local bool held_waits_fail_at_once;
 extern thread_local Status last;
 
 extern const char* const legacy_handle;

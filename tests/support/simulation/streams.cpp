@@ -101,6 +101,7 @@ thread_local int current = 0;
 thread_local StreamState* per_thread[max_devices] = {};
 thread_local CaptureMode interaction_mode = CaptureMode::global;
 thread_local size_t thread_host_waits = 0;
+thread_local bool held_waits_fail_at_once = false;
 thread_local Status last = Status::success;
 
 const char* const legacy_handle = reinterpret_cast<const char*>(uintptr_t(1));
@@ -254,12 +255,52 @@ Status push(const void* handle, std::function<void()> work, const char* call, bo
     return push_locked(stream, Item{std::move(work), {}, kind_of(call), std::move(accesses)});
 }
 
+namespace {
+
+// Whether the first `sequence` items of `stream` wait for a gate that is
+// closed now: one of theirs, or one of the streams they wait for (`depth`
+// streams deep). Takes the streams' locks one at a time.
+bool waits_for_a_closed_gate(StreamState* stream, uint64_t sequence, int depth) {
+    std::vector<std::pair<StreamState*, uint64_t>> dependencies;
+    {
+        std::lock_guard<std::mutex> lock(stream->mutex);
+        for (const auto& gate : stream->gates) {
+            if (gate.first > stream->completed && gate.first <= sequence && gate.second()) {
+                return true;
+            }
+        }
+        // the items not taken by the worker yet: the last one is `pushed`
+        const uint64_t first = stream->pushed - stream->items.size() + 1;
+        for (size_t i = 0; i < stream->items.size() && first + i <= sequence; i++) {
+            dependencies.insert(dependencies.end(), stream->items[i].waits.begin(), stream->items[i].waits.end());
+        }
+    }
+    if (depth > 0) {
+        for (const auto& dependency : dependencies) {
+            if (waits_for_a_closed_gate(dependency.first, dependency.second, depth - 1)) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+}  // namespace
+
 // Blocks the host until `stream` has completed `sequence` items: a host
-// wait, counted, failing after the time-out with a violation.
+// wait, counted, failing after the time-out with a violation -- or at once,
+// for a thread that asked (fail_host_waits_on_held_streams), when it waits
+// for a held stream.
 Status host_wait(StreamState* stream, uint64_t sequence, const char* call) {
     Simulator& state = simulator();
     thread_host_waits++;
     state.activity++;
+    if (held_waits_fail_at_once && waits_for_a_closed_gate(stream, sequence, 4)) {
+        std::lock_guard<std::mutex> guard(state.mutex);
+        state.violations.push_back(std::string(call) + " made the host wait for the held " + stream->describe() +
+                                   " (refused at once: this thread must never wait for a held stream)");
+        return Status::host_wait_timeout;
+    }
     std::unique_lock<std::mutex> lock(stream->mutex);
     const std::chrono::milliseconds timeout(state.host_wait_timeout_ms.load());
     const auto done_or_faulted = [&] {
@@ -409,11 +450,35 @@ Gate hold(int64_t stream, int device) {
     Gate gate;
     gate.state_ = std::make_shared<Gate::State>();
     auto state = gate.state_;
-    enqueue(stream, device, [state] {
-        std::unique_lock<std::mutex> lock(state->mutex);
-        state->opened.wait(lock, [&] { return state->open; });
+    StreamState* target = resolve_number(stream, device);
+    std::lock_guard<std::mutex> simulator_lock(simulator().mutex);  // every push is made under it
+    const Status status = push_locked(target, Item{[state] {
+                                          std::unique_lock<std::mutex> lock(state->mutex);
+                                          state->opened.wait(lock, [&] { return state->open; });
+                                      },
+                                                   {}});
+    MTSARRAY_EXPECTS(status == Status::success,
+                     std::string("hold on a simulated stream failed: ") + SimulatedErrors::name(status));
+    if (target->capture != nullptr) {
+        return gate;  // a node of the graph under capture: held where it is launched
+    }
+    // where the gate is, for the host waits that meet it
+    std::lock_guard<std::mutex> lock(target->mutex);
+    auto& gates = target->gates;
+    gates.erase(std::remove_if(gates.begin(), gates.end(),
+                               [&](const auto& entry) { return entry.first <= target->completed; }),
+                gates.end());
+    gates.emplace_back(target->pushed, [state] {
+        std::lock_guard<std::mutex> gate_lock(state->mutex);
+        return !state->open;
     });
     return gate;
+}
+
+bool fail_host_waits_on_held_streams(bool fail) {
+    const bool previous = held_waits_fail_at_once;
+    held_waits_fail_at_once = fail;
+    return previous;
 }
 
 void enqueue(int64_t stream, int device, std::function<void()> work) {

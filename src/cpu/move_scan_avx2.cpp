@@ -1,4 +1,4 @@
-#include "cpu/move_scan.hpp"
+#include "cpu/move_scan_avx2.hpp"
 
 #include <cstdint>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <immintrin.h>
 #endif
 
-#include "base/move_scan.hpp"
+#include "base/move_plan_scan.hpp"
 
 namespace mtsarray::detail::cpu {
 

@@ -1,4 +1,4 @@
-// The CPU backend's scan of the movements (src/cpu/move_scan.hpp) against
+// The CPU backend's scan of the movements (src/cpu/move_scan_avx2.hpp) against
 // the portable one of MovePlan.
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 
 #include "base/move_plan.hpp"
 #include "support/kept_move_plan.hpp"
-#include "cpu/move_scan.hpp"
+#include "cpu/move_scan_avx2.hpp"
 
 using mtsarray::detail::MovePlan;
 

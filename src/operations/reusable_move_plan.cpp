@@ -1,4 +1,4 @@
-#include "operations/move_plan.hpp"
+#include "operations/reusable_move_plan.hpp"
 
 #include <algorithm>
 #include <new>
@@ -9,7 +9,7 @@
 #include "base/error.hpp"
 #include "core/buffer.hpp"
 #include "cpu/move_data.hpp"
-#include "cpu/move_plan.hpp"
+#include "cpu/host_move_plan.hpp"
 
 namespace mtsarray::detail {
 

@@ -11,7 +11,7 @@
 #include "api/foreign_array.hpp"
 #include "base/error.hpp"
 #include "core/handle_registry.hpp"
-#include "operations/move_plan.hpp"
+#include "operations/reusable_move_plan.hpp"
 
 // An mtsarray_move_plan_t* is a handle (core/handle_registry.hpp), never
 // the plan's address: a plan freed twice, used after its free, or any

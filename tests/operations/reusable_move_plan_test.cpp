@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "cpu/move_data.hpp"
-#include "cpu/move_plan.hpp"
+#include "cpu/host_move_plan.hpp"
 #include "support/backends.hpp"
 
 using namespace mtsarray_test;

@@ -1,7 +1,7 @@
 #pragma once
 // The pass over movements behind MovePlan::scan_part, as templates, so that
 // a backend can run the same expressions with wider vectors (the CPU
-// backend's AVX2 scan, cpu/move_scan.cpp) and get the same MoveScan.
+// backend's AVX2 scan, cpu/move_scan_avx2.cpp) and get the same MoveScan.
 // GCC and Clang vector extensions: SSE2 on x86-64, NEON on AArch64, plain
 // code elsewhere.
 
@@ -57,7 +57,7 @@ constexpr uint64_t top_bits = uint64_t(3) << 62;
 //  - lengths: lane 1 adds up properties_length.
 // scan_block() below is that pass and scan_range() its driver; the CPU
 // backend runs the same pass two movements at a time where the CPU has AVX2
-// (cpu/move_scan.cpp).
+// (cpu/move_scan_avx2.cpp).
 
 // Movements compared with the first one's ranges at a time: a list that is
 // not one run (scattered samples) mostly shows it in its first block, and
