@@ -11,6 +11,7 @@
 #include "conversions.hpp"
 #include "dlpack_protocol.hpp"
 #include "errors.hpp"
+#include "foreign_tensor.hpp"
 
 namespace nb = nanobind;
 
@@ -403,30 +404,6 @@ void Array::move_data(const Array& input, nb::handle movements) {
         moves.raise_if_negative();
         raise_last_error();
     }
-}
-
-void Array::copy_from(nb::handle source) {
-    auto copy = [this](const Array& from) {
-        mts_status_t status;
-        {
-            Busy output_busy(*this);
-            Busy input_busy(from);
-            nb::gil_scoped_release release;
-            status = mtsarray_copy_into(&raw_, &from.raw_);
-        }
-        check(status);
-    };
-    if (nb::isinstance<Array>(source)) {
-        copy(nb::cast<const Array&>(source));
-        return;
-    }
-    if (!PyCapsule_CheckExact(source.ptr()) && !nb::hasattr(source, "__dlpack__")) {
-        raise(PyExc_TypeError, "copy_from: expected an MtsArray or an object speaking DLPack (NumPy, PyTorch, "
-                               "CuPy, ...), got " + nb::cast<std::string>(nb::str(source.type().attr("__name__"))));
-    }
-    // a zero-copy view of the producer's data (a copy on its device when it
-    // is strided), copied from there
-    copy(from_dlpack(source, nb::none()));
 }
 
 mtsarray_move_plan_t* Array::create_move_plan(const Array& input, nb::handle movements) const {
@@ -832,6 +809,56 @@ Array from_dlpack(nb::handle object, nb::handle stream) {
     // and is resolved for the device its tensor is on
     DLManagedTensorVersioned* tensor = consume_capsule(request_capsule(object, stream.is_none() ? nullptr : stream.ptr()));
     return import_tensor(tensor, resolve_for(stream, tensor));
+}
+
+void Array::copy_from(nb::handle source) {
+    auto copy = [this](const Array& from) {
+        mts_status_t status;
+        {
+            Busy output_busy(*this);
+            Busy input_busy(from);
+            nb::gil_scoped_release release;
+            status = mtsarray_copy_into(&raw_, &from.raw_);
+        }
+        check(status);
+    };
+    if (nb::isinstance<Array>(source)) {
+        copy(nb::cast<const Array&>(source));
+        return;
+    }
+    if (!PyCapsule_CheckExact(source.ptr()) && !nb::hasattr(source, "__dlpack__")) {
+        raise(PyExc_TypeError, "copy_from: expected an MtsArray or an object speaking DLPack (NumPy, PyTorch, "
+                               "CuPy, ...), got " + nb::cast<std::string>(nb::str(source.type().attr("__name__"))));
+    }
+    // the producer's tensor, its work ordered before the device's default
+    // stream (as from_dlpack(source) asks)
+    DLManagedTensorVersioned* tensor = nullptr;
+    if (PyCapsule_CheckExact(source.ptr())) {
+        tensor = consume_capsule(source);
+    } else if (const std::optional<DLDevice> device = producer_device(source)) {
+        const nb::object number = ConsumerStream(nb::none(), *device).for_producer();
+        tensor = consume_capsule(request_capsule(source, number.ptr()));
+    } else {
+        tensor = consume_capsule(request_capsule(source, nullptr));
+    }
+    if (imports_without_copy(tensor)) {
+        // a zero-copy view of the producer's data, copied from there (a
+        // captured copy reads it at every replay)
+        copy(import_tensor(tensor, resolve_for(nb::none(), tensor)));
+        return;
+    }
+    // an export mtsarray must copy first (strided, read-only): handed to
+    // mtsarray_copy_into as the producer's array, which makes that copy, or
+    // refuses during a capture (a replay would upload the copy again)
+    ForeignTensor foreign(tensor);
+    const mts_array_t raw_source = foreign.array();
+    mts_status_t status;
+    {
+        Busy output_busy(*this);
+        nb::gil_scoped_release release;
+        status = mtsarray_copy_into(&raw_, &raw_source);
+    }
+    check(status);
 }
 
 Array& array_argument(nb::handle object, const char* call, const char* name) {

@@ -97,10 +97,11 @@ there).
 
 :param source: an MtsArray, or any object speaking DLPack (NumPy, PyTorch,
     CuPy, ...), read through a zero-copy import (a copy on its own device
-    when it is not C-contiguous).
+    when it is not C-contiguous or is read-only).
 :raises TypeError: ``source`` does not speak DLPack.
 :raises mtsarray.Error: another dtype or shape, a device that can not be
-    used.)";
+    used; during a graph capture, a source that must be copied first
+    (a replay would upload that copy, never what the source holds then).)";
 
 constexpr const char* move_plan_doc = R"(A movement plan: the movements of :meth:`MtsArray.move_data` checked once,
 then executed every step with ``plan(output, input)``.

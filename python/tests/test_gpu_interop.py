@@ -207,6 +207,38 @@ def test_torch_to_mtsarray_zero_copy_then_move_data():
 
 
 @needs_torch_cuda
+def test_a_captured_copy_from_a_numpy_view_mtsarray_must_copy_is_refused():
+    # a replay could only upload the copy made at capture time, never what
+    # the view holds then: refused, while a C-contiguous, writable source is
+    # captured and read at every replay
+    side = torch.cuda.Stream()
+    destination = mtsarray.zeros((16, 8), device="cuda")
+    destination.stream = side
+    batch = np.zeros((16, 8))
+    strided = np.zeros((8, 16)).T
+    read_only = np.zeros((16, 8))
+    read_only.flags.writeable = False
+    with torch.cuda.stream(side):
+        destination.copy_from(batch)  # warm-up outside the capture
+    side.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        destination.copy_from(batch)
+        for view in (strided, read_only):
+            with pytest.raises(mtsarray.Error, match="must copy"):
+                destination.copy_from(view)
+    batch[...] = 42.0
+    with torch.cuda.stream(side):
+        graph.replay()
+    side.synchronize()
+    np.testing.assert_array_equal(host_values(destination), batch)
+    # outside a capture, both are copied
+    values = np.arange(128.0).reshape(8, 16).T
+    destination.copy_from(values)
+    np.testing.assert_array_equal(host_values(destination), values)
+
+
+@needs_torch_cuda
 def test_torch_non_contiguous_tensor_is_copied():
     base = torch.arange(30, dtype=torch.float32, device="cuda").reshape(5, 6)
     view = base.t()

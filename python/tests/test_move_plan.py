@@ -152,6 +152,20 @@ def test_copy_from_numpy_arrays():
     strided = rng.integers(-100, 100, size=(4, 6), dtype=np.int32).T
     destination.copy_from(strided)
     np.testing.assert_array_equal(np.asarray(destination), strided)
+    # read-only, and a capsule: what mtsarray must copy first goes to
+    # mtsarray_copy_into as NumPy's array, which makes that copy
+    read_only = rng.integers(-100, 100, size=(6, 4), dtype=np.int32)
+    read_only.flags.writeable = False
+    destination.copy_from(read_only)
+    np.testing.assert_array_equal(np.asarray(destination), read_only)
+    destination.copy_from(strided.__dlpack__())
+    np.testing.assert_array_equal(np.asarray(destination), strided)
+    # a strided source of another shape or dtype: an error, nothing written
+    with pytest.raises(mtsarray.Error, match="another shape"):
+        destination.copy_from(np.zeros((6, 5), dtype=np.int32)[:, ::2].T)
+    with pytest.raises(mtsarray.Error, match="another dtype"):
+        destination.copy_from(np.zeros((4, 6), dtype=np.int64).T)
+    np.testing.assert_array_equal(np.asarray(destination), strided)
     with pytest.raises(TypeError, match="DLPack"):
         destination.copy_from([[1, 2, 3, 4]] * 6)
     with pytest.raises(mtsarray.Error, match="another dtype"):

@@ -286,6 +286,7 @@ TEST(CApiErrors, DeviceCount) {
     ASSERT_EQ(mtsarray_device_count(kDLROCM, &count), MTS_SUCCESS) << last_error();
     EXPECT_EQ(count, 0) << "a backend that was not compiled in has no device";
 #endif
+}
 
 // A getter that fails leaves its output as the caller had it.
 TEST(CApiErrors, TheReleaseThresholdOfAnUnusableDeviceLeavesTheOutputUntouched) {

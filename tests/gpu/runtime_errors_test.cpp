@@ -267,6 +267,7 @@ TEST(DeferredRelease, AWaitThatKeepsFailingIsReportedOnAFewLinesNotAtEveryRetry)
     }
     sim::drain();
     sim::destroy_stream(number);
+}
 
 // A fault is the process's, not its device's: once a call on device 0 met
 // one, calls on device 1 fail with it too (the runtime asks for the process
@@ -308,6 +309,7 @@ TEST(DeviceFault, AFaultOnOneDeviceFailsTheCallsOnEveryDevice) {
         array.reset();  // its free meets the fault: nothing more is said
     }
     (void)::testing::internal::GetCapturedStderr();
+}
 
 // Two calls meet sticky faults one after the other (a call that was under
 // way when the device faulted reports it after the first): the error of
