@@ -77,7 +77,8 @@ protected:
     static Stream legacy(int device) { return Stream::parse(DLDevice{kDLCUDA, device}, 1); }
 
     /// Copies 64 bytes from device `from` to device `to` through `backend`'s
-    /// copy_peer, on the source's legacy stream; returns the bytes arrived.
+    /// copy_peer, on the destination's legacy stream after the source's;
+    /// returns the bytes arrived.
     static std::vector<uint8_t> copy_between(const mtsarray::detail::Backend& backend, int from, int to) {
         const Stream source_stream = legacy(from);
         const Stream destination_stream = legacy(to);
@@ -88,9 +89,9 @@ protected:
             bytes[i] = static_cast<uint8_t>(i * 3 + static_cast<size_t>(from));
         }
         backend.copy_from_host(source_stream, source, bytes.data(), bytes.size());
-        backend.wait(source_stream, destination_stream);
-        backend.copy_peer(source_stream, destination, DLDevice{kDLCUDA, to}, source, 64);
         backend.wait(destination_stream, source_stream);
+        backend.copy_peer(destination_stream, destination, source, DLDevice{kDLCUDA, from}, 64);
+        backend.wait(source_stream, destination_stream);  // the source is freed after the copy read it
         std::vector<uint8_t> arrived(64);
         backend.copy_to_host(destination_stream, arrived.data(), destination, arrived.size());
         backend.synchronize(destination_stream);
@@ -291,9 +292,9 @@ TEST(PeerAccessEnvironment, ZeroKeepsEveryCopyStaged) {
     const Stream destination_stream = Stream::parse(DLDevice{kDLCUDA, 1}, 1);
     void* source = backend.allocate(source_stream, 64);
     void* destination = backend.allocate(destination_stream, 64);
-    backend.wait(source_stream, destination_stream);
-    backend.copy_peer(source_stream, destination, DLDevice{kDLCUDA, 1}, source, 64);
     backend.wait(destination_stream, source_stream);
+    backend.copy_peer(destination_stream, destination, source, DLDevice{kDLCUDA, 0}, 64);
+    backend.wait(source_stream, destination_stream);  // the source is freed after the copy read it
     backend.deallocate(destination_stream, destination, 64);
     backend.deallocate(source_stream, source, 64);
     sim::drain();
