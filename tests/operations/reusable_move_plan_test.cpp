@@ -689,8 +689,10 @@ namespace {
 /// Streams of the simulated device 0 for one test, given back with the
 /// arrays that used them.
 struct CaptureStreams {
-    int64_t planning = sim::create_stream(0);
-    int64_t capturing = sim::create_stream(0);
+    /// Streams of `device`: an array works on a stream of its own device.
+    explicit CaptureStreams(int device) : planning(sim::create_stream(device)), capturing(sim::create_stream(device)) {}
+    int64_t planning;
+    int64_t capturing;
     std::vector<mtsarray::Array*> arrays;
 
     ~CaptureStreams() {
@@ -737,7 +739,7 @@ TEST_P(MovePlan, ACaptureBeforeTheUploadRanWaitsForNothingOnTheHost) {
         auto output = random_array(rng, float64(), {samples, 6});
         auto expected = output.copy(device());
         ASSERT_EQ(call_move_data(expected, input.get(), movements), MTS_SUCCESS) << last_error();
-        CaptureStreams streams;
+        CaptureStreams streams(device().device_id);
         streams.use(planned_input, streams.planning);
         streams.use(planned_output, streams.planning);
         streams.use(input, streams.capturing);
@@ -784,7 +786,7 @@ TEST_P(MovePlan, AGraphOutlivesThePlanItCaptured) {
     const auto original = read_bytes(output);
     auto expected = output.copy(device());
     ASSERT_EQ(call_move_data(expected, input.get(), movements), MTS_SUCCESS) << last_error();
-    CaptureStreams streams;
+    CaptureStreams streams(device().device_id);
     streams.use(input, streams.capturing);
     streams.use(output, streams.capturing);
     sim::drain();
