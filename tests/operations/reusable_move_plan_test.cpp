@@ -748,19 +748,19 @@ TEST_P(MovePlan, ACaptureBeforeTheUploadRanWaitsForNothingOnTheHost) {
         const size_t allocated_before = sim::allocated_bytes();
         const size_t objects_before = sim::retained_objects();
 
-        sim::Gate gate = sim::hold(streams.planning, 0);
+        sim::Gate gate = sim::hold(streams.planning, device().device_id);
         {
             mtsarray::MovePlan plan(planned_output, planned_input, movements);  // its upload waits behind the gate
             const size_t waits = sim::host_waits();
-            sim::begin_capture(streams.capturing, 0);
+            sim::begin_capture(streams.capturing, device().device_id);
             EXPECT_EQ(mtsarray_move_plan_execute(plan.get(), &output.get(), &input.get()), MTS_SUCCESS)
                 << last_error();
-            sim::Graph graph = sim::end_capture(streams.capturing, 0);
+            sim::Graph graph = sim::end_capture(streams.capturing, device().device_id);
             EXPECT_EQ(sim::host_waits(), waits) << "the capture waited for the plan's upload on the host";
             EXPECT_FALSE(gate.is_open());
             gate.open();
             for (int replay = 0; replay < 2; replay++) {
-                sim::launch(graph, streams.capturing, 0);
+                sim::launch(graph, streams.capturing, device().device_id);
                 EXPECT_EQ(read_bytes(output), read_bytes(expected));
             }
         }
@@ -801,13 +801,13 @@ TEST_P(MovePlan, AGraphOutlivesThePlanItCaptured) {
                       MTS_SUCCESS)
                 << last_error();
             sim::drain();  // the upload is done
-            sim::begin_capture(streams.capturing, 0);
+            sim::begin_capture(streams.capturing, device().device_id);
             EXPECT_EQ(mtsarray_move_plan_execute(plan, &output.get(), &input.get()), MTS_SUCCESS) << last_error();
             EXPECT_EQ(mtsarray_move_plan_execute(plan, &output.get(), &input.get()), MTS_SUCCESS) << last_error();
             if (freed_during_capture) {
                 EXPECT_EQ(mtsarray_move_plan_free(plan), MTS_SUCCESS);
             }
-            sim::Graph graph = sim::end_capture(streams.capturing, 0);
+            sim::Graph graph = sim::end_capture(streams.capturing, device().device_id);
             if (!freed_during_capture) {
                 EXPECT_EQ(mtsarray_move_plan_free(plan), MTS_SUCCESS);
             }
@@ -816,7 +816,7 @@ TEST_P(MovePlan, AGraphOutlivesThePlanItCaptured) {
             for (int replay = 0; replay < 2; replay++) {
                 mtsarray::Array fresh = array_from_bytes(device(), float64(), {samples, 6}, original);
                 output.copy_from(fresh);
-                sim::launch(graph, streams.capturing, 0);
+                sim::launch(graph, streams.capturing, device().device_id);
                 EXPECT_EQ(read_bytes(output), read_bytes(expected)) << "replay " << replay;
             }
         }
