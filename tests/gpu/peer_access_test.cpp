@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -42,10 +43,15 @@ std::string joined(const std::vector<std::string>& texts) {
 }
 
 /// A backend of its own, as in a new process: no pair of devices opened
-/// yet. Never destroyed (its deferred-work thread lives as long as the
-/// program).
+/// yet. Never destroyed, like the process's own (its deferred-work thread
+/// lives as long as the program), and kept reachable from a static list
+/// that is never destroyed either, so that LeakSanitizer does not take it
+/// for a leak.
 const mtsarray::detail::Backend& new_backend() {
-    return *new mtsarray::detail::gpu::GpuBackend<SimulatedRuntime>(&mtsarray::detail::cpu::pool_host_tasks());
+    static auto* kept = new std::vector<std::unique_ptr<const mtsarray::detail::Backend>>();
+    kept->push_back(std::make_unique<mtsarray::detail::gpu::GpuBackend<SimulatedRuntime>>(
+        &mtsarray::detail::cpu::pool_host_tasks()));
+    return *kept->back();
 }
 
 /// Sets the simulation's topology for one test.
