@@ -116,6 +116,14 @@ public:
             drop_host_mirror();
         }
     }
+    /// Called before queuing a write of the data on `stream` (the array's,
+    /// or none for a host write): drops the host mirror, and orders the
+    /// write after the reads mtsarray queued on other streams
+    /// (Buffer::order_write). Two atomic loads when there is neither.
+    void prepare_write(const Stream& stream) const {
+        invalidate_host_mirror();
+        buffer_->order_write(stream);
+    }
 
 private:
     const Backend& find_compute_backend() const;

@@ -11,8 +11,9 @@
 //    be gone by the time the memory is;
 // so that freeing never overtakes a read or a write still queued on the
 // device, and never blocks the host. A write that mtsarray queues into the
-// memory waits for those uses the same way (`order_write`). Memory owned by someone else (wrapped,
-// imported) is handed back to its owner the same way, once that work is done.
+// memory waits for those uses the same way (`order_write`). Memory owned by
+// someone else (wrapped, imported) is handed back to its owner the same way,
+// once that work is done.
 
 #include <atomic>
 #include <cstddef>

@@ -26,12 +26,11 @@ void copy_into(Array& destination, const Array& source) {
     if (bytes == 0 || (destination.data() == source.data() && same_device(destination.device(), source.device()))) {
         return;  // nothing to write: every element is already where it goes
     }
-    destination.invalidate_host_mirror();
     const Stream& stream = destination.stream();
-    // the destination may have been read on other streams: the write comes
-    // after those reads, whichever stream it is queued on (transfer() orders
-    // its stream after the destination's)
-    destination.buffer()->order_write(stream);
+    // after the reads of the destination on other streams, whichever stream
+    // the copy is queued on (transfer() orders its stream after the
+    // destination's)
+    destination.prepare_write(stream);
 
     if (same_device(destination.device(), source.device())) {
         const Backend& memory = destination.memory_backend();

@@ -25,9 +25,7 @@ void move_data(Array& output, const Array& input, const mts_data_movement_t* mov
     // the host never waits for either.
     const auto& stream = output.stream();
     const auto& backend = output.compute_backend();
-    output.invalidate_host_mirror();
-    // the output may have been read on other streams: the write comes after
-    output.buffer()->order_write(stream);
+    output.prepare_write(stream);
     if (!output.overlaps(input)) {
         backend.move_data(stream, output.data(), input.data(), input.stream(), plan);
     } else {

@@ -85,9 +85,7 @@ ReusableMovePlan::~ReusableMovePlan() = default;
 
 void ReusableMovePlan::run(Array& output, const Array& input) const {
     const Stream& stream = output.stream();
-    output.invalidate_host_mirror();
-    // the output may have been read on other streams: the write comes after
-    output.buffer()->order_write(stream);
+    output.prepare_write(stream);
     if (host_ != nullptr) {
         if (!output.overlaps(input)) {
             host_->execute(output.data(), input.data());

@@ -57,7 +57,7 @@ public:
         }
         if (small_single_run_ && !output.overlaps(input)) {
             // inline: a small plan is mostly this fixed cost
-            output.invalidate_host_mirror();
+            output.prepare_write(output.stream());
             single_copy_(static_cast<unsigned char*>(output.data()) + single_run_.output_offset,
                          static_cast<const unsigned char*>(input.data()) + single_run_.input_offset,
                          single_run_.bytes, single_run_.rows, output_row_stride_, input_row_stride_);
